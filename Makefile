@@ -1,0 +1,29 @@
+# Two commands on a fresh Debian machine:  make demo   and   make test
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench system-deps clean
+
+$(STAMP): pyproject.toml scripts/bootstrap.sh
+	bash scripts/bootstrap.sh python
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+system-deps:
+	bash scripts/bootstrap.sh test
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: $(STAMP) system-deps
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/startup.py
+	$(PY) bench/diagnose.py
+
+clean:
+	rm -rf $(VENV) bench/.data .pytest_cache

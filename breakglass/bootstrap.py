@@ -1,0 +1,101 @@
+"""Objects kube-apiserver writes to itself while it starts, and the post-start hooks that write them.
+
+A webhook that fails closed (or denies) on any of these can keep the apiserver from ever
+becoming ready. Source: shared reference §3 (pkg/controlplane, pkg/registry/*/rest).
+None of these kinds is exempt from admission webhooks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BootstrapKind:
+    kind: str
+    group: str  # "" for the core group
+    resource: str
+    hook: str  # the post-start hook (or controller) that writes it
+    names: tuple[str, ...] = ()  # well-known object names, when fixed
+    namespaces: tuple[str, ...] = ()  # () for cluster-scoped kinds
+    blocks_readiness: bool = True  # the hook must finish before /readyz passes
+
+    @property
+    def cluster_scoped(self) -> bool:
+        return not self.namespaces
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.resource}.{self.group}" if self.group else self.resource
+
+
+BOOTSTRAP_KINDS: tuple[BootstrapKind, ...] = (
+    BootstrapKind("ServiceCIDR", "networking.k8s.io", "servicecidrs",
+                  "start-kubernetes-service-cidr-controller", ("kubernetes",)),
+    BootstrapKind("IPAddress", "networking.k8s.io", "ipaddresses", "start-service-ip-repair-controllers"),
+    BootstrapKind("Namespace", "", "namespaces", "start-system-namespaces-controller",
+                  ("kube-system", "kube-public", "kube-node-lease", "default")),
+    BootstrapKind("PriorityClass", "scheduling.k8s.io", "priorityclasses",
+                  "scheduling/bootstrap-system-priority-classes",
+                  ("system-node-critical", "system-cluster-critical")),
+    BootstrapKind("ClusterRole", "rbac.authorization.k8s.io", "clusterroles", "rbac/bootstrap-roles"),
+    BootstrapKind("ClusterRoleBinding", "rbac.authorization.k8s.io", "clusterrolebindings", "rbac/bootstrap-roles"),
+    BootstrapKind("Role", "rbac.authorization.k8s.io", "roles", "rbac/bootstrap-roles",
+                  namespaces=("kube-system", "kube-public")),
+    BootstrapKind("RoleBinding", "rbac.authorization.k8s.io", "rolebindings", "rbac/bootstrap-roles",
+                  namespaces=("kube-system", "kube-public")),
+    BootstrapKind("FlowSchema", "flowcontrol.apiserver.k8s.io", "flowschemas",
+                  "priority-and-fairness-config-producer"),
+    BootstrapKind("PriorityLevelConfiguration", "flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations",
+                  "priority-and-fairness-config-producer"),
+    BootstrapKind("Lease", "coordination.k8s.io", "leases", "start-kube-apiserver-identity-lease-controller",
+                  namespaces=("kube-system",), blocks_readiness=False),
+    BootstrapKind("Service", "", "services", "bootstrap-controller", ("kubernetes",), ("default",),
+                  blocks_readiness=False),
+    BootstrapKind("Endpoints", "", "endpoints", "bootstrap-controller", ("kubernetes",), ("default",),
+                  blocks_readiness=False),
+    BootstrapKind("EndpointSlice", "discovery.k8s.io", "endpointslices", "bootstrap-controller",
+                  ("kubernetes",), ("default",), blocks_readiness=False),
+    BootstrapKind("ConfigMap", "", "configmaps", "start-cluster-authentication-info-controller",
+                  ("extension-apiserver-authentication",), ("kube-system",)),
+)
+
+_BY_RESOURCE = {k.resource: k for k in BOOTSTRAP_KINDS}
+_BY_KIND = {k.kind.lower(): k for k in BOOTSTRAP_KINDS}
+_BY_HOOK: dict[str, list[BootstrapKind]] = {}
+for _k in BOOTSTRAP_KINDS:
+    _BY_HOOK.setdefault(_k.hook, []).append(_k)
+
+
+def by_resource(resource: str) -> BootstrapKind | None:
+    """Look up ``servicecidrs``, ``ipaddresses.networking.k8s.io`` or ``ServiceCIDR``."""
+    r = resource.split(".", 1)[0].lower()
+    return _BY_RESOURCE.get(r) or _BY_KIND.get(r)
+
+
+def by_hook(hook: str) -> list[BootstrapKind]:
+    return _BY_HOOK.get(hook.removeprefix("poststarthook/"), [])
+
+
+@dataclass(frozen=True)
+class BlockedObject:
+    """A concrete bootstrap object a log line shows being blocked."""
+
+    kind: str
+    name: str | None
+    namespace: str | None
+    hook: str
+
+    def __str__(self) -> str:
+        ref = self.kind
+        if self.name:
+            ref += f' "{self.name}"'
+        if self.namespace:
+            ref += f" in {self.namespace}"
+        return ref
+
+
+def blocked(kind: BootstrapKind, name: str | None = None, namespace: str | None = None) -> BlockedObject:
+    if name is None and len(kind.names) == 1:
+        name = kind.names[0]
+    return BlockedObject(kind.kind, name, namespace, kind.hook)

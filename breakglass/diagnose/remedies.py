@@ -1,0 +1,119 @@
+"""Which ways out apply to a diagnosis, least invasive first, as data for the planner.
+
+Order (design card): through the apiserver while it still serves; the admission-plugin
+flag on every control-plane node (Talos machine config or kubeadm static pod); deleting
+the configuration's key from etcd. Each option says what it costs.
+"""
+
+from __future__ import annotations
+
+from breakglass.diagnose.model import CRITICAL, Finding, RemedyOption
+
+PLUGIN_BY_TYPE = {
+    "validating": "ValidatingAdmissionWebhook",
+    "mutating": "MutatingAdmissionWebhook",
+}
+ETCD_PREFIX = {
+    "validating": "/registry/validatingwebhookconfigurations/",
+    "mutating": "/registry/mutatingwebhookconfigurations/",
+    "vapbinding": "/registry/validatingadmissionpolicybindings/",
+}
+
+
+def _plugins(findings: list[Finding]) -> list[str]:
+    plugins: set[str] = set()
+    for f in findings:
+        if f.policy:
+            plugins.add("ValidatingAdmissionPolicy")
+        elif f.webhook_type in PLUGIN_BY_TYPE:
+            plugins.add(PLUGIN_BY_TYPE[f.webhook_type])
+        elif f.webhook:  # the log did not say which kind: both webhook plugins
+            plugins |= {"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"}
+    order = ["MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook"]
+    return [p for p in order if p in plugins]
+
+
+def _targets(findings: list[Finding]) -> list[dict]:
+    out: list[dict] = []
+    seen: set[tuple] = set()
+    for f in findings:
+        if f.policy:
+            kind, name, source = "vapbinding", f.binding, "log"
+        else:
+            kind = f.webhook_type or "validating"
+            name, source = f.configuration, f.configuration_source
+        key = (kind, name or f.webhook)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append({"kind": kind, "configuration": name, "configuration_source": source, "webhook": f.webhook,
+                    "etcd_key": (ETCD_PREFIX[kind] + name) if name and kind in ETCD_PREFIX else None})
+    return out
+
+
+def options(findings: list[Finding]) -> list[RemedyOption]:
+    culprits = [f for f in findings if (f.webhook or f.policy) and f.mode in ("closed", "deny")]
+    if not culprits:
+        return []
+    stuck = any(f.bootstrap_deadlock or f.severity == CRITICAL for f in findings)
+    fatal = any(f.family == "bootstrap-stuck" and "exits" in f.title for f in findings)
+    plugins = _plugins(culprits)
+    targets = _targets(culprits)
+    named = [t for t in targets if t["configuration"]]
+    flag = ",".join(plugins)
+    opts: list[RemedyOption] = []
+
+    kube_manual = []
+    for t in targets:
+        resource = {"validating": "validatingwebhookconfiguration", "mutating": "mutatingwebhookconfiguration",
+                    "vapbinding": "validatingadmissionpolicybinding"}[t["kind"]]
+        if t["configuration"]:
+            kube_manual.append(f"kubectl get {resource} {t['configuration']} -o yaml > backup-{t['configuration']}.yaml")
+            kube_manual.append(f"kubectl delete {resource} {t['configuration']}")
+        else:
+            kube_manual.append(f"kubectl get {resource} -o custom-columns=NAME:.metadata.name,"
+                               f"WEBHOOKS:.webhooks[*].name | grep -F '{t['webhook']}'")
+    opts.append(RemedyOption(
+        method="kubeapi", order=1,
+        applicable="no" if fatal else ("maybe" if stuck else "yes"),
+        summary=("Patch failurePolicy to Ignore, or delete the configuration, through the apiserver. Webhook "
+                 "configurations are never themselves sent to webhooks, so this works whenever the apiserver "
+                 "answers at all" + (" (point kubeconfig at one control-plane node directly: a not-ready "
+                                     "apiserver still serves, but load balancers drop it)." if stuck else ".")),
+        tradeoff="Least invasive and audited; an operator (Kyverno, Gatekeeper) may recreate the configuration.",
+        targets=targets, manual=kube_manual))
+
+    talos_patch = ('{"cluster":{"apiServer":{"extraArgs":{"disable-admission-plugins":"%s"}}}}' % flag)
+    opts.append(RemedyOption(
+        method="talos", order=2, applicable="yes" if stuck else "maybe",
+        summary=f"Talos: add disable-admission-plugins={flag} to the kube-apiserver extraArgs on every "
+                f"control-plane node, wait for the apiserver, fix the webhook, then remove it.",
+        tradeoff=f"Switches off every {' and '.join(plugins)} cluster-wide until reverted: a security gap.",
+        plugins=plugins,
+        manual=[f"talosctl -n <every control-plane node> patch machineconfig --mode=no-reboot -p '{talos_patch}'",
+                "# Talos 1.14+ configs with a KubeAPIServerConfig document: patch that document's extraArgs instead",
+                "# revert: the same patch with  disable-admission-plugins: {$patch: delete}"]))
+    opts.append(RemedyOption(
+        method="kubeadm", order=3, applicable="yes" if stuck else "maybe",
+        summary=f"kubeadm: add --disable-admission-plugins={flag} to /etc/kubernetes/manifests/kube-apiserver.yaml "
+                f"on every control-plane node (kubelet restarts the apiserver), then remove it.",
+        tradeoff=f"Same security gap as the Talos flag; a backup left inside the manifests directory would be "
+                 f"run by kubelet, so keep it outside.",
+        plugins=plugins,
+        manual=["sudo cp /etc/kubernetes/manifests/kube-apiserver.yaml /root/kube-apiserver.yaml.breakglass",
+                f"# add '- --disable-admission-plugins={flag}' under the command; make sure none of these is in "
+                f"--enable-admission-plugins, or the apiserver refuses to start"]))
+    etcd_manual = []
+    for t in named:
+        if t["etcd_key"]:
+            etcd_manual.append(f"etcdctl get {t['etcd_key']} -w json > backup-{t['configuration']}.json")
+            etcd_manual.append(f"etcdctl del {t['etcd_key']}   # exact key, never --prefix")
+    opts.append(RemedyOption(
+        method="etcd", order=4, applicable="yes" if stuck and named else ("maybe" if stuck else "no"),
+        summary="Delete the configuration's key from etcd after a verified backup; the apiserver's watch drops "
+                "the webhook at once, without a restart.",
+        tradeoff="Surgical (only the culprit goes), but bypasses the apiserver and its audit log; an operator "
+                 "may recreate the configuration.",
+        targets=named, manual=etcd_manual or ["# the configuration name is not in the logs: list them first "
+                                              "(etcdctl get /registry/validatingwebhookconfigurations/ --prefix --keys-only)"]))
+    return opts

@@ -1,0 +1,290 @@
+"""The signature catalog: what apiserver (and controller-manager/scheduler) lines mean.
+
+Every pattern is built from the format strings in the Kubernetes sources (shared
+reference §1-§3), never from a single incident, and tolerates the ways copies differ:
+quoting is normalised before matching (formats.normalise) and ``\\s*`` stands between
+words that a wrapped paste may have split. File:line callers change between versions
+and are never matched.
+
+``ANCHORS`` are the literals the scanner looks for; every signature's text contains at
+least one of them (a test checks this), so nothing a signature could match is skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from breakglass import bootstrap, vendors
+from breakglass.diagnose import causes
+from breakglass.diagnose.model import Event
+from breakglass.logs.record import LogRecord
+
+ANCHORS: tuple[bytes, ...] = (
+    b"ebhook",  # Webhook / webhook: every webhook call, denial, fail-open line
+    b"AdmissionPolicy",
+    b"PostStartHook", b"poststarthook",
+    b"not yet ready to handle",
+    b"ServiceCIDR",
+    b"system namespace", b"system Namespace",
+    b"PriorityClass", b"priority classes",
+    b"unable to initialize clusterroles", b"unable to initialize roles", b"unable to reconcile ",
+    b"APF bootstrap",
+    b"kubernetes service",
+    b"IP and Port allocation", b"failed to allocate a serviceIP",
+    b"client CA configmap",
+    b"ensure lease exists", b"failed to update lease", b"renew lease",
+    b"election lost", b"stopped leading", b"resource lock", b"leader election record",
+)
+
+# A second, cheaper gate on the bytes of each candidate: lines that merely mention a
+# webhook (request logs for /validatingwebhookconfigurations, say) stop here.
+RECORD_GATE = re.compile(
+    rb"(?i:failed\s*calling|failing\s*(?:open|closed)|denied\s*(?:the\s*)?request|rejected\s*by\s*webhook|"
+    rb"calling\s*webhook|poststarthook|not\s*yet\s*ready|servicecidr|system\s*namespace|priorityclass|"
+    rb"priority\s*classes|unable\s*to|apf\s*bootstrap|allocation\s*check|serviceip|lease|election|"
+    rb"stopped\s*leading|resource\s*lock)")
+
+_WS = r"\s*"
+_NAME = r'"(?P<hook>[^"\s]+)"'
+_URL = re.compile(r'(?:Post|POST|post)\s*"?(?P<url>https?://[^\s"]+)"?:?\s*(?P<cause>.*)$', re.S)
+_SVC_HOST = re.compile(r"^https?://(?P<svc>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.(?P<ns>[a-z0-9]([-a-z0-9]*[a-z0-9])?)"
+                       r"\.svc(?:\.[\w.-]+)?(?::(?P<port>\d+))?(?P<path>/[^?\s\"]*)?")
+
+FAIL_MODE = re.compile(r"Failed\s*calling\s*webhook,\s*failing\s*(?P<mode>open|closed)\s*(?P<hook>\S+?):\s*(?P<err>.*)$",
+                       re.S)
+CALL_FAILED = re.compile(r"failed\s*calling\s*(?:admission\s*)?webhook\s*" + _NAME + r"(?:\s*[:;]\s*(?P<err>.*))?$",
+                         re.S)
+DENIED = re.compile(r"admission\s*webhook\s*" + _NAME + r"\s*denied\s*the\s*request(?:\s*:\s*(?P<msg>.*?)"
+                    r"(?=\"[,}]|$)|\s*without\s*explanation)?", re.S)
+REJECTED = re.compile(r"rejected\s*by\s*webhook\s*" + _NAME + r":?\s*(?P<detail>.*)$", re.S)
+CANCELED = re.compile(r"Context\s*canceled\s*when\s*calling\s*webhook\s*(?P<hook>\S+)")
+PANIC = re.compile(r"Panic\s*calling\s*webhook,\s*failing\s*open\s*(?P<hook>\S+?):\s*(?P<err>.*)$", re.S)
+DRY_RUN = re.compile(r"does\s*not\s*support\s*dry\s*run")
+POLICY_DENIED = re.compile(r"(?P<kind>Validating|Mutating)AdmissionPolicy\s*'(?P<policy>[^']+)'"
+                           r"(?:\s*with\s*binding\s*'(?P<binding>[^']+)')?\s*denied\s*request:?\s*(?P<msg>.*)$", re.S)
+HOOK_FATAL = re.compile(r"PostStartHook\s*\"(?P<hook>[^\"]+)\"\s*failed:?\s*(?P<err>.*)$", re.S)
+READYZ_ITEM = re.compile(r"\[-\]\s*poststarthook/(?P<hook>[\w./-]+)\s*failed:?\s*(?P<why>[\w ]*)")
+READYZ_LOG = re.compile(r"(?P<checks>[\w./,-]*poststarthook/[\w./,-]*)\s*check\s*failed:?\s*(?P<probe>readyz|livez|healthz)?")
+NOT_READY = re.compile(r"(?:(?P<res>[a-z0-9-]+)(?:\.(?P<group>[a-z0-9][a-z0-9.-]*))?\s*\"(?P<name>[^\"]*)\"\s*)?"
+                       r"is\s*forbidden:\s*not\s*yet\s*ready\s*to\s*handle\s*request|not\s*yet\s*ready\s*to\s*handle\s*request")
+
+# Bootstrap steps: (pattern, bootstrap kind, what the line says: attempt | failure | ok)
+_BOOT: tuple[tuple[re.Pattern, str, str], ...] = (
+    (re.compile(r"Creating\s*default\s*ServiceCIDR"), "ServiceCIDR", "attempt"),
+    (re.compile(r"KubernetesDefaultServiceCIDRError|default\s*ServiceCIDR\s*can\s*not\s*be\s*created|"
+                r"error\s*initializing\s*the\s*default\s*ServiceCIDR|error\s*trying\s*to\s*sync\s*the\s*default\s*ServiceCIDR|"
+                r"default\s*ServiceCIDR\s*Status\s*can\s*not\s*be\s*set|default\s*ServiceCIDR\s*condition\s*Ready\s*is\s*not"),
+     "ServiceCIDR", "failure"),
+    (re.compile(r"Setting\s*default\s*ServiceCIDR\s*condition\s*Ready\s*to\s*True"), "ServiceCIDR", "ok"),
+    (re.compile(r"[Uu]nable\s*to\s*create\s*required\s*kubernetes\s*system\s*[Nn]amespace"
+                r"(?:\s+(?P<name>[a-z0-9-]+)(?=[:\s]|$))?(?:.*?namespace=\"(?P<name2>[a-z0-9-]+)\")?", re.S),
+     "Namespace", "failure"),
+    (re.compile(r"unable\s*to\s*create\s*PriorityClass\s*(?P<name>[\w.-]+?):|unable\s*to\s*add\s*default\s*system\s*priority\s*classes"),
+     "PriorityClass", "failure"),
+    (re.compile(r"all\s*system\s*priority\s*classes\s*are\s*created\s*successfully"), "PriorityClass", "ok"),
+    (re.compile(r"unable\s*to\s*reconcile\s*(?P<rbac>clusterrolebinding|clusterrole|rolebinding|role)\.[\w.]+/(?P<name>[\w:.-]+)"),
+     "ClusterRole", "failure"),
+    (re.compile(r"unable\s*to\s*initialize\s*(?P<rbac2>clusterroles|roles)"), "ClusterRole", "failure"),
+    (re.compile(r"unable\s*to\s*initialize\s*APF\s*bootstrap\s*configuration"), "FlowSchema", "failure"),
+    (re.compile(r"unable\s*to\s*sync\s*kubernetes\s*service"), "Service", "failure"),
+    (re.compile(r"unable\s*to\s*perform\s*initial\s*IP\s*and\s*Port\s*allocation\s*check|failed\s*to\s*allocate\s*a\s*serviceIP"),
+     "IPAddress", "failure"),
+    (re.compile(r"unable\s*to\s*initialize\s*client\s*CA\s*configmap"), "ConfigMap", "failure"),
+    (re.compile(r"failed\s*to\s*(?:ensure\s*lease\s*exists|update\s*lease)"), "Lease", "failure"),
+)
+_RBAC_KIND = {"clusterrole": "ClusterRole", "clusterrolebinding": "ClusterRoleBinding", "role": "Role",
+              "rolebinding": "RoleBinding", "clusterroles": "ClusterRole", "roles": "Role"}
+
+LEADER = re.compile(r"leaderelection\s*lost|[Ll]eader\s*election\s*lost|stopped\s*leading|"
+                    r"failed\s*to\s*renew\s*lease\s*(?P<lease>[\w./-]+)|"
+                    r"error\s*retrieving\s*resource\s*lock\s*(?P<lease2>[\w./-]+)|"
+                    r"error\s*initially\s*creating\s*leader\s*election\s*record")
+
+# Denial texts that show the webhook itself cannot reach the apiserver (a policy engine
+# that must read Namespaces or its own config from the API to decide).
+WEBHOOK_BLIND = re.compile(r"connection\s*refused|i/o\s*timeout|dial\s*tcp|no\s*route\s*to\s*host|"
+                           r"context\s*deadline\s*exceeded|the\s*server\s*is\s*currently\s*unable|"
+                           r"failed\s*to\s*(?:get|list|fetch|load)\b|Unauthorized|TLS\s*handshake|"
+                           r"not\s*yet\s*ready|Service\s*Unavailable|apiserver\s*not\s*ready")
+
+# What a bootstrap error line reveals about the object it failed to write.
+_OBJ_IN_TEXT = re.compile(r"(?P<res>servicecidrs|ipaddresses|namespaces|priorityclasses|clusterroles|clusterrolebindings|"
+                          r"roles|rolebindings|flowschemas|prioritylevelconfigurations|leases|services|endpoints|"
+                          r"endpointslices|configmaps)(?:\.[a-z0-9.-]+)?\s*\"(?P<name>[^\"]+)\"")
+
+
+def _url_parts(err: str) -> tuple[str | None, str | None, str]:
+    """(url, namespace/service, cause text) from the error after the webhook name."""
+    err = re.sub(r"^failed\s*to\s*call\s*webhook:\s*", "", err)
+    m = _URL.search(err)
+    if not m:
+        return None, None, err
+    url = m["url"].rstrip(":")
+    svc = None
+    h = _SVC_HOST.match(url)
+    if h:
+        svc = f"{h['ns']}/{h['svc']}"
+    return url, svc, m["cause"]
+
+
+def _object_in(text: str) -> bootstrap.BlockedObject | None:
+    m = _OBJ_IN_TEXT.search(text)
+    if not m:
+        return None
+    kind = bootstrap.by_resource(m["res"])
+    if kind is None:
+        return None
+    name = m["name"]
+    if kind.names and name not in kind.names and kind.kind not in ("IPAddress", "ClusterRole", "Lease"):
+        return None  # e.g. an ordinary Namespace create rejected: not the apiserver's own
+    return bootstrap.blocked(kind, name)
+
+
+def _webhook_type(hook: str, rec: LogRecord) -> str | None:
+    caller = rec.caller or ""
+    if caller.startswith("mutating/"):
+        return "mutating"
+    if caller.startswith("validating/"):
+        return "validating"
+    return vendors.guess_type(hook)
+
+
+def _call_event(rec: LogRecord, hook: str, err: str, mode: str | None, echo: bool) -> Event:
+    url, svc, cause_text = _url_parts(err or "")
+    cause = causes.classify(cause_text if url else err or "")
+    if svc is None and cause.service:
+        svc = cause.service
+    return Event("webhook-call", rec, webhook=hook, mode=mode, echo=echo, url=url, service=svc, cause=cause,
+                 webhook_type=_webhook_type(hook, rec), detail=(err or "")[:2000])
+
+
+def _boot_context(msg: str) -> tuple[bootstrap.BlockedObject | None, str | None]:
+    """The bootstrap object or hook a composite error line names, if any."""
+    m = HOOK_FATAL.search(msg)
+    hook = m["hook"] if m else None
+    for pat, kind_name, what in _BOOT:
+        b = pat.search(msg)
+        if b and what != "ok":
+            return _boot_object(kind_name, b), hook
+    obj = _object_in(msg)
+    if obj is None and hook:
+        kinds = bootstrap.by_hook(hook)
+        if len(kinds) >= 1:
+            obj = bootstrap.blocked(kinds[0])
+    return obj, hook
+
+
+def _boot_object(kind_name: str, m: re.Match) -> bootstrap.BlockedObject:
+    g = m.groupdict()
+    if g.get("rbac") or g.get("rbac2"):
+        kind_name = _RBAC_KIND[g.get("rbac") or g.get("rbac2")]
+    kind = bootstrap.by_resource(kind_name)
+    assert kind is not None
+    name = g.get("name") or g.get("name2")
+    return bootstrap.blocked(kind, name)
+
+
+def classify(rec: LogRecord) -> list[Event]:
+    """Every event one record holds (usually zero or one)."""
+    msg = rec.message
+    events: list[Event] = []
+    call_hooks: set[str] = set()
+
+    m = FAIL_MODE.search(msg)
+    if m:
+        err = m["err"]
+        inner = CALL_FAILED.search(err)
+        events.append(_call_event(rec, m["hook"], inner["err"] if inner and inner["err"] else err,
+                                  m["mode"], echo=False))
+        call_hooks.add(m["hook"])
+    else:
+        for m in CALL_FAILED.finditer(msg):
+            hook = m["hook"]
+            if hook in call_hooks:
+                continue
+            call_hooks.add(hook)
+            before = msg[:m.start()]
+            if re.search(r"Internal\s*error\s*occurred:?\s*$", before):
+                mode, echo = "closed", not bool(rec.caller)  # client or controller echo of a 500
+            elif "Unhandled Error" in before or rec.level == "E":
+                mode, echo = "open", True  # utilruntime.HandleError after a fail-open warning
+            else:
+                mode, echo = None, False
+            events.append(_call_event(rec, hook, m["err"] or "", mode, echo))
+            break
+
+    rej = REJECTED.search(msg)
+    if rej:
+        d = DENIED.search(rej["detail"])
+        events.append(Event("webhook-denied", rec, webhook=rej["hook"], webhook_type="validating",
+                            detail=(d["msg"] if d and d["msg"] else rej["detail"])[:2000]))
+    else:
+        for d in DENIED.finditer(msg):
+            if DRY_RUN.search(msg):
+                break
+            events.append(Event("webhook-denied", rec, webhook=d["hook"], webhook_type=vendors.guess_type(d["hook"]),
+                                detail=(d["msg"] or "without explanation")[:2000]))
+            break
+
+    m = CANCELED.search(msg)
+    if m:
+        events.append(Event("webhook-canceled", rec, webhook=m["hook"]))
+    m = PANIC.search(msg)
+    if m:
+        events.append(Event("webhook-panic", rec, webhook=m["hook"], mode="open", detail=m["err"][:2000]))
+    m = POLICY_DENIED.search(msg)
+    if m:
+        events.append(Event("policy-denied", rec, policy=m["policy"], binding=m["binding"],
+                            webhook_type=m["kind"].lower(), detail=m["msg"][:2000]))
+
+    # Tie webhook and policy events to the bootstrap object the same line names.
+    if events:
+        obj, hook = _boot_context(msg)
+        for ev in events:
+            if ev.kind in ("webhook-call", "webhook-denied", "policy-denied"):
+                ev.obj, ev.hook = obj, hook or (obj.hook if obj else None)
+
+    m = HOOK_FATAL.search(msg)
+    if m:
+        events.append(Event("hook-fatal", rec, hook=m["hook"], detail=m["err"][:2000]))
+    for m in READYZ_ITEM.finditer(msg):
+        events.append(Event("readyz-hook", rec, hook=m["hook"], detail=m["why"].strip() or None))
+    if not any(e.kind == "readyz-hook" for e in events):
+        m = READYZ_LOG.search(msg)
+        if m:
+            for check in m["checks"].split(","):
+                if check.startswith("poststarthook/"):
+                    events.append(Event("readyz-hook", rec, hook=check[len("poststarthook/"):],
+                                        detail=m["probe"] or "readyz"))
+    m = NOT_READY.search(msg)
+    if m:
+        kind = bootstrap.by_resource(m["res"]) if m["res"] else None
+        obj = bootstrap.blocked(kind, m["name"]) if kind else None
+        events.append(Event("not-ready", rec, obj=obj, hook=obj.hook if obj else None,
+                            detail=(f"{m['res']}.{m['group']}" if m["group"] else m["res"]) if m["res"] else None))
+
+    if not any(e.kind in ("webhook-call", "webhook-denied", "policy-denied") for e in events):
+        for pat, kind_name, what in _BOOT:
+            b = pat.search(msg)
+            if b:
+                obj = _boot_object(kind_name, b)
+                events.append(Event("bootstrap-" + what, rec, obj=obj, hook=obj.hook, success=what == "ok"))
+                break
+
+    m = LEADER.search(msg)
+    if m:
+        lease = m["lease"] or m["lease2"]
+        events.append(Event("leader-lost", rec, detail=lease, obj=None))
+    return events
+
+
+# Exposed for the test that every pattern is reachable through an anchor.
+PATTERNS: dict[str, re.Pattern] = {
+    "fail-mode": FAIL_MODE, "call-failed": CALL_FAILED, "denied": DENIED, "rejected": REJECTED,
+    "canceled": CANCELED, "panic": PANIC, "policy-denied": POLICY_DENIED, "hook-fatal": HOOK_FATAL,
+    "readyz-item": READYZ_ITEM, "readyz-log": READYZ_LOG, "not-ready": NOT_READY, "leader": LEADER,
+    **{f"boot-{i}": p for i, (p, _, _) in enumerate(_BOOT)},
+}
+
+Classifier = Callable[[LogRecord], list[Event]]

@@ -1,0 +1,63 @@
+"""One exception family and the one table that maps it to exit codes.
+
+Every failure a user can cause or meet (bad input, an unreachable target, a lost
+compare-and-swap) is a ``BreakglassError`` subclass; the CLI turns it into a
+one-line message and the exit code named here. Anything else is a bug.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILURE = 1
+    BAD_INPUT = 2
+    FOUND = 3
+    PRECONDITION = 4
+    UNREACHABLE = 5
+    INTERRUPTED = 130
+
+
+# Documented once; the README table is checked against this by a test.
+EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "success; for diagnose and audit: nothing found",
+    ExitCode.FAILURE: "unexpected failure (a bug: still no traceback without --verbose)",
+    ExitCode.BAD_INPUT: "bad usage or bad input (unreadable file, invalid YAML, unknown name)",
+    ExitCode.FOUND: "diagnose or audit found a problem that needs action",
+    ExitCode.PRECONDITION: "precondition failed: the target changed since it was read",
+    ExitCode.UNREACHABLE: "cannot reach or authenticate to a target (etcd, SSH, Talos API, apiserver)",
+    ExitCode.INTERRUPTED: "interrupted; the journal says what was done",
+}
+
+
+class BreakglassError(Exception):
+    """Base of every error a user may see. ``str(err)`` is the one-line message."""
+
+    exit_code: ExitCode = ExitCode.FAILURE
+    kind: str = "failure"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class BadInput(BreakglassError):
+    exit_code = ExitCode.BAD_INPUT
+    kind = "bad-input"
+
+
+class PreconditionFailed(BreakglassError):
+    exit_code = ExitCode.PRECONDITION
+    kind = "precondition-failed"
+
+
+class Unreachable(BreakglassError):
+    exit_code = ExitCode.UNREACHABLE
+    kind = "unreachable"
+
+
+class Interrupted(BreakglassError):
+    exit_code = ExitCode.INTERRUPTED
+    kind = "interrupted"

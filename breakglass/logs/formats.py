@@ -1,0 +1,278 @@
+"""Peel the wrappers off one logical log line and normalise it for matching.
+
+Formats, detected per line (see shared reference §1.5): klog text and structured klog
+(``Lmmdd hh:mm:ss.uuuuuu PID file:line] msg``), JSON logging (``{"ts":…,"msg":…}``),
+the CRI wrapper kubelet writes to /var/log/pods (``<RFC3339Nano> stderr F …``, ``P`` for
+a partial line), ``talosctl logs`` / ``kubectl logs --prefix`` prefixes, journald
+(``short``, ``short-iso``, ``export`` and ``json`` output), audit events, and text pasted
+into tickets: ``>`` quoting, doubled, escaped or curly quotes, hard- or soft-wrapped lines.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+
+from breakglass.logs.record import LogRecord
+
+_MONTHS = {m: i for i, m in enumerate(
+    ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)}
+
+_QUOTE_PREFIX = re.compile(r"^[\s>|]*")
+# talosctl prints "<node>: " before each line; kubectl --prefix prints "[pod/<name>/<container>] ".
+_NODE_PREFIX = re.compile(
+    r"^(?P<node>[\w.\-\[\]:]+?): (?=\d{4}-\d\d-\d\dT|[IWEF]\d{4} |\{)")
+_KUBECTL_PREFIX = re.compile(r"^\[(?P<node>pod/[^\]]+)\] ")
+_ISO = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+_CRI = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) "
+                  r"(?P<stream>stdout|stderr) (?P<tag>[PF])(?: (?P<msg>.*))?$")
+_SYSLOG = re.compile(r"^(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? "
+                     r"(?P<host>\S+) (?P<ident>[^\s:\[]+)(?:\[\d+\])?: (?P<msg>.*)$")
+_SYSLOG_ISO = re.compile(r"^(?P<ts>" + _ISO + r") (?P<host>\S+) (?P<ident>[^\s:\[]+)(?:\[\d+\])?: (?P<msg>.*)$")
+_KLOG = re.compile(r"(?P<level>[IWEF])(?P<month>\d\d)(?P<day>\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) +"
+                   r"(?P<pid>\d+) (?P<caller>[^\s\]]+)\] ?(?P<msg>.*)$", re.S)
+_JOURNAL_EXPORT = re.compile(r"^(?:MESSAGE|__REALTIME_TIMESTAMP|_HOSTNAME)=")
+_CRI_PARTIAL = re.compile(r"^(?:\S+: )?\d{4}-\d\d-\d\dT\S+ (?:stdout|stderr) P(?: |$)")
+
+# A line that begins a new record; anything else after a long line is a wrapped continuation.
+RECORD_START = re.compile(
+    r"^[\s>|]*(?:[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[T ]\d\d:\d\d|\{|"
+    r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|[\w.\-\[\]:]+: (?:\d{4}-\d\d-\d\dT|[IWEF]\d{4} )|\[pod/|"
+    r"Error from server|Error creating|[Ee]rror: |Warning: |MESSAGE=|__)")
+
+WRAP_MIN = 60  # a line shorter than this was not wrapped by a terminal or ticket system
+
+_CURLY = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
+                        "\u00ab": '"', "\u00bb": '"', "\u2018": "'", "\u2019": "'"})
+
+
+def normalise(text: str) -> str:
+    """Fold the quoting variants copies of log lines pick up into plain double quotes."""
+    text = text.translate(_CURLY)
+    for _ in range(4):  # \" , \\\" , … : structured klog inside JSON inside a ticket
+        if '\\"' not in text:
+            break
+        text = text.replace('\\\\', '\\').replace('\\"', '"')
+    if '""' in text:
+        text = text.replace('""', '"')
+    return text
+
+
+def is_cri_partial(line: str) -> bool:
+    return bool(_CRI_PARTIAL.match(line))
+
+
+def starts_record(line: str) -> bool:
+    return bool(RECORD_START.match(line))
+
+
+def _epoch(year: int, month: int, day: int, hms: str) -> float | None:
+    try:
+        h, m, s = hms.split(":")
+        sec = float(s.replace(",", "."))
+        return calendar.timegm((year, month, day, int(h), int(m), 0, 0, 0, 0)) + sec
+    except (ValueError, OverflowError):
+        return None
+
+
+def parse_iso(ts: str) -> float | None:
+    """RFC 3339 (with nanoseconds, which datetime cannot parse) to epoch seconds."""
+    m = re.match(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d:\d\d:\d\d(?:[.,]\d+)?)(Z|[+-]\d\d:?\d\d)?$", ts)
+    if not m:
+        return None
+    base = _epoch(int(m[1]), int(m[2]), int(m[3]), m[4])
+    if base is None:
+        return None
+    tz = m[5]
+    if tz and tz != "Z":
+        sign = 1 if tz[0] == "+" else -1
+        digits = tz[1:].replace(":", "")
+        base -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+    return base
+
+
+class _Peeled:
+    __slots__ = ("msg", "ts", "year_known", "node", "fmt", "partial", "year")
+
+    def __init__(self) -> None:
+        self.msg = ""
+        self.ts: float | None = None
+        self.year_known = False
+        self.node: str | None = None
+        self.fmt: list[str] = []
+        self.partial = False
+        self.year: int | None = None
+
+
+def _peel_outer(line: str) -> _Peeled:
+    """Strip the wrappers that come before the apiserver's own text on one physical line."""
+    p = _Peeled()
+    s = _QUOTE_PREFIX.sub("", line, count=1) if line[:1] in " \t>|" else line
+    for _ in range(3):
+        m = _NODE_PREFIX.match(s) or _KUBECTL_PREFIX.match(s)
+        if m:
+            p.node = m["node"]
+            s = s[m.end():]
+            continue
+        m = _CRI.match(s)
+        if m:
+            p.fmt.append("cri")
+            p.ts = parse_iso(m["ts"])
+            p.year_known = p.ts is not None
+            p.year = int(m["ts"][:4])
+            p.partial = m["tag"] == "P"
+            s = m["msg"] or ""
+            continue
+        m = _SYSLOG.match(s)
+        if m and m["mon"] in _MONTHS:
+            p.fmt.append("journald")
+            p.node = p.node or m["host"]
+            s = m["msg"]
+            continue
+        m = _SYSLOG_ISO.match(s)
+        if m:
+            p.fmt.append("journald")
+            p.ts = parse_iso(m["ts"].replace(" ", "T", 1))
+            p.year_known = p.ts is not None
+            p.year = int(m["ts"][:4])
+            p.node = p.node or m["host"]
+            s = m["msg"]
+            continue
+        if s.startswith("MESSAGE="):
+            p.fmt.append("journald-export")
+            s = s[8:]
+        break
+    p.msg = s
+    return p
+
+
+def _json_message(obj: dict, rec: dict) -> str:
+    """The message of one JSON log object: klog JSON, journald JSON, docker json-file or an audit Event."""
+    if obj.get("kind") == "Event" and str(obj.get("apiVersion", "")).startswith("audit.k8s.io"):
+        rec["fmt"] = "audit"
+        ref = obj.get("objectRef") or {}
+        status = obj.get("responseStatus") or {}
+        res = ref.get("resource", "")
+        if ref.get("apiGroup"):
+            res += "." + ref["apiGroup"]
+        where = f" namespace={ref['namespace']}" if ref.get("namespace") else ""
+        user = (obj.get("user") or {}).get("username", "")
+        ts = obj.get("stageTimestamp") or obj.get("requestReceivedTimestamp")
+        if isinstance(ts, str):
+            rec["ts"] = parse_iso(ts)
+        return (f'audit {obj.get("verb", "")} {res} "{ref.get("name", "")}"{where} user={user} '
+                f'code={status.get("code", "")}: {status.get("message", "")}')
+    if "MESSAGE" in obj:
+        rec["fmt"] = "journald-json"
+        rt = obj.get("__REALTIME_TIMESTAMP")
+        if isinstance(rt, str) and rt.isdigit():
+            rec["ts"] = int(rt) / 1e6
+        rec["node"] = obj.get("_HOSTNAME")
+        msg = obj["MESSAGE"]
+        return msg if isinstance(msg, str) else ""
+    if "log" in obj and isinstance(obj["log"], str):
+        rec["fmt"] = "docker-json"
+        if isinstance(obj.get("time"), str):
+            rec["ts"] = parse_iso(obj["time"])
+        return obj["log"].rstrip("\n")
+    rec["fmt"] = "json"
+    ts = obj.get("ts")
+    if isinstance(ts, (int, float)):
+        # klog's JSON format writes milliseconds; zap-style loggers write seconds.
+        rec["ts"] = ts / 1000.0 if ts > 1e11 else float(ts)
+    elif isinstance(ts, str):
+        rec["ts"] = parse_iso(ts)
+    if isinstance(obj.get("caller"), str):
+        rec["caller"] = obj["caller"]
+    msg = obj.get("msg", obj.get("message", ""))
+    parts = [msg if isinstance(msg, str) else json.dumps(msg)]
+    for k, v in obj.items():
+        if k in ("ts", "caller", "msg", "message", "v", "level", "logger"):
+            continue
+        parts.append(f"{k}={v if isinstance(v, str) else json.dumps(v)}")
+    return " ".join(parts)
+
+
+def _join(lines: list[str]) -> str:
+    """Join the physical lines of one record.
+
+    CRI partial lines join without a separator. Ticket wrapping is either hard (every
+    line cut at the same width, mid-word) or soft (cut at spaces, which are lost):
+    lines as long as the longest are taken as hard-wrapped and joined directly.
+    """
+    if len(lines) == 1:
+        return lines[0]
+    widest = max(len(x) for x in lines[:-1])
+    out = [lines[0]]
+    for prev, cur in zip(lines, lines[1:]):
+        if prev.endswith((" ", "\t")) or cur.startswith((" ", "\t")):
+            out.append(" " + cur.strip())
+        elif len(prev) >= WRAP_MIN and len(prev) == widest:
+            out.append(cur)
+        else:
+            out.append(" " + cur)
+    return "".join(out)
+
+
+def parse_record(text: str, source: str, line: int, end_line: int, year: int) -> LogRecord:
+    """Turn the text of one logical record (one or more physical lines) into a LogRecord.
+
+    ``year`` is used for klog headers when no outer wrapper carries a full date.
+    """
+    physical = text.split("\n")
+    pieces: list[str] = []
+    first: _Peeled | None = None
+    joined_partial = False
+    for i, pl in enumerate(physical):
+        pl = pl.rstrip("\r")
+        peeled = _peel_outer(pl)
+        if first is None:
+            first = peeled
+            pieces.append(peeled.msg)
+        elif joined_partial or peeled.fmt:
+            if joined_partial:
+                pieces[-1] += peeled.msg
+            else:
+                pieces.append(peeled.msg)
+        else:
+            pieces.append(_QUOTE_PREFIX.sub("", pl, count=1) if pl[:1] in ">|" else pl)
+        joined_partial = peeled.partial
+    assert first is not None
+    body = _join([p for p in pieces if p is not None]) if len(pieces) > 1 else pieces[0]
+
+    rec: dict = {"ts": first.ts, "node": first.node, "caller": None, "fmt": "+".join(first.fmt)}
+    year_known = first.year_known
+    level = None
+    stripped = body.lstrip()
+    if stripped.startswith("{"):
+        try:
+            obj = json.loads(stripped)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            inner_rec: dict = {}
+            body = _json_message(obj, inner_rec)
+            if inner_rec.get("ts") is not None:
+                rec["ts"], year_known = inner_rec["ts"], True
+            rec["caller"] = inner_rec.get("caller")
+            rec["node"] = rec["node"] or inner_rec.get("node")
+            rec["fmt"] = "+".join(filter(None, [rec["fmt"], inner_rec.get("fmt")]))
+            if obj.get("level") in ("error", "warning", "warn", "info"):
+                level = str(obj["level"])[0].upper()
+            # journald / docker wrap a klog line inside the JSON: fall through to the klog header
+    m = _KLOG.match(body) or (_KLOG.search(body, 0, 400) if "] " in body[:400] else None)
+    if m:
+        level = m["level"]
+        rec["caller"] = rec["caller"] or m["caller"]
+        if rec["ts"] is None:
+            y = first.year or year
+            rec["ts"] = _epoch(y, int(m["month"]), int(m["day"]), m["time"])
+            year_known = first.year is not None
+        rec["fmt"] = "+".join(filter(None, [rec["fmt"], "klog"]))
+        body = m["msg"]
+    return LogRecord(
+        source=source, line=line, end_line=end_line, raw=text, message=normalise(body),
+        level=level, ts=rec["ts"], year_known=year_known, caller=rec["caller"], node=rec["node"],
+        fmt=rec["fmt"] or "text",
+    )

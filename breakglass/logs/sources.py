@@ -1,0 +1,158 @@
+"""Where log bytes come from: files, gzip files, directories such as a copy of
+/var/log/pods/kube-system_kube-apiserver-*, and standard input.
+
+Each source is read as a stream of chunks, so memory does not grow with the log.
+Errors a user can cause (missing file, truncated gzip, binary data) are ``BadInput``.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import os
+import re
+import stat
+import sys
+import zlib
+from dataclasses import dataclass, field
+from typing import BinaryIO, Callable, Iterator
+
+from breakglass.errors import BadInput
+
+CHUNK = 16 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+_TEXT_CONTROL = set(range(0, 32)) - {9, 10, 12, 13, 27}
+# kubelet rotates N.log to N.log.<YYYYmmdd-HHMMSS> and later gzips it.
+_POD_LOG = re.compile(r"^(\d+)\.log(?:\.(\d{8}-\d{6}(?:\.\d+)?))?(?:\.gz)?$")
+
+
+@dataclass
+class LogSource:
+    name: str
+    opener: Callable[[], BinaryIO] = field(repr=False)
+    lenient: bool = False  # found by walking a directory: a broken file is a warning, not an error
+
+
+def _looks_binary(head: bytes) -> bool:
+    sample = head[:8192]
+    if not sample:
+        return False
+    if b"\x00" in sample:
+        return True
+    bad = sum(1 for b in sample if b in _TEXT_CONTROL)
+    return bad > len(sample) // 10
+
+
+def _os_error(name: str, err: OSError) -> BadInput:
+    if err.errno == errno.ENOENT:
+        return BadInput(f"{name}: no such file or directory")
+    if err.errno == errno.EACCES:
+        return BadInput(f"{name}: permission denied")
+    if err.errno == errno.EISDIR:
+        return BadInput(f"{name}: is a directory")
+    return BadInput(f"{name}: {err.strerror or err}")
+
+
+def _pod_log_key(path: str) -> tuple:
+    name = os.path.basename(path)
+    m = _POD_LOG.match(name)
+    if m:
+        # restart count, then rotated files (oldest first) before the live one
+        return (os.path.dirname(path), 0, int(m[1]), 0 if m[2] else 1, m[2] or "")
+    return (os.path.dirname(path), 1, 0, 0, name)
+
+
+def _file_source(path: str, lenient: bool = False) -> LogSource:
+    return LogSource(name=path, opener=lambda: open(path, "rb"), lenient=lenient)
+
+
+def expand(paths: list[str], stdin: BinaryIO | None = None) -> tuple[list[LogSource], list[str]]:
+    """Resolve command-line arguments to sources; returns (sources, warnings)."""
+    sources: list[LogSource] = []
+    warnings: list[str] = []
+    for p in paths:
+        if p == "-":
+            stream = stdin if stdin is not None else sys.stdin.buffer
+            sources.append(LogSource(name="<stdin>", opener=lambda s=stream: s))
+            continue
+        try:
+            st = os.stat(p)
+        except OSError as e:
+            raise _os_error(p, e) from None
+        if stat.S_ISDIR(st.st_mode):
+            found = []
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for f in files:
+                    if f.startswith("."):
+                        continue
+                    full = os.path.join(root, f)
+                    if os.path.isfile(full):
+                        found.append(full)
+            if not found:
+                raise BadInput(f"{p}: directory holds no log files")
+            for full in sorted(found, key=_pod_log_key):
+                sources.append(_file_source(full, lenient=True))
+        else:
+            sources.append(_file_source(p))
+    return sources, warnings
+
+
+def read_chunks(src: LogSource, chunk: int = CHUNK) -> Iterator[bytes]:
+    """Yield the decompressed bytes of one source in chunks of about ``chunk`` bytes."""
+    try:
+        raw = src.opener()
+    except OSError as e:
+        raise _os_error(src.name, e) from None
+    try:
+        first = raw.read(chunk)
+        if first.startswith(_GZIP_MAGIC):
+            yield from _gunzip_checked(raw, first, src.name)
+            return
+        if _looks_binary(first):
+            raise BadInput(f"{src.name}: binary data, not a text log")
+        while first:
+            yield first
+            first = raw.read(chunk)
+    except OSError as e:
+        raise _os_error(src.name, e) from None
+    finally:
+        if raw is not sys.stdin.buffer and src.name != "<stdin>":
+            raw.close()
+
+
+def _gunzip_checked(raw: BinaryIO, first: bytes, name: str) -> Iterator[bytes]:
+    """Stream-decompress gzip (several members allowed), failing clearly on truncation."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    started = False
+    data = first
+    checked_head = False
+    while True:
+        while data:
+            started = True
+            try:
+                out = d.decompress(data, CHUNK)
+            except zlib.error as e:
+                raise BadInput(f"{name}: corrupt gzip data ({e})") from None
+            if out:
+                if not checked_head:
+                    checked_head = True
+                    if _looks_binary(out):
+                        raise BadInput(f"{name}: binary data inside gzip, not a text log")
+                yield out
+            data = d.unconsumed_tail
+            if d.eof:
+                rest = d.unused_data
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                started = False
+                if rest.startswith(_GZIP_MAGIC):
+                    data = rest
+                elif rest.strip(b"\x00"):
+                    raise BadInput(f"{name}: trailing garbage after gzip data")
+                else:
+                    data = b""
+        data = raw.read(CHUNK)
+        if not data:
+            break
+    if started and not d.eof:
+        raise BadInput(f"{name}: truncated gzip file (ended before the end-of-stream marker)")

@@ -1,0 +1,71 @@
+"""Result objects to human text. Plain strings, no terminal library: the CLI prints them."""
+
+from __future__ import annotations
+
+import textwrap
+
+from breakglass.diagnose.model import Diagnosis, Finding
+
+_MARK = {"critical": "CRITICAL", "error": "ERROR", "warning": "WARNING", "info": "info"}
+WIDTH = 100
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent) or [indent]
+
+
+def _clip(text: str, n: int = 220) -> str:
+    text = text.replace("\n", " ⏎ ")
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def finding(f: Finding, verbose: bool = False) -> list[str]:
+    out = [f"[{f.id}] {_MARK[f.severity]}  {f.family}: {f.title}"]
+    rows: list[tuple[str, str | None]] = [
+        ("configuration", f"{f.configuration} ({f.configuration_source})" if f.configuration else None),
+        ("service", f.service),
+        ("url", f.url),
+        ("cause", f"{f.cause} [{f.cause_class}]" if f.cause else None),
+        ("blocks", ", ".join(f.blocked) if f.blocked else None),
+        ("hooks", ", ".join(f.hooks) if f.hooks else None),
+        ("seen", f"{f.count}x, {f.first_seen or '?'} → {f.last_seen or '?'}"),
+    ]
+    for k, v in rows:
+        if v:
+            out.append(f"    {k + ':':<15}{v}")
+    out += _wrap(f.explanation, "    ")
+    out += _wrap("what to do: " + f.advice, "    ")
+    if f.operator_note:
+        out += _wrap("note: " + f.operator_note, "    ")
+    out.append("    evidence:")
+    for e in f.evidence:
+        tag = "" if e.role == "failure" else " (context)"
+        out.append(f"      {e.location}{tag}")
+        out.append(f"        {e.text if verbose else _clip(e.text)}")
+    return out
+
+
+def diagnosis(d: Diagnosis, warnings: list[str], verbose: bool = False) -> str:
+    v = d.verdict
+    out = [v.headline, ""]
+    out += _wrap(v.explanation, "")
+    if d.findings:
+        out += ["", f"Findings ({len(d.findings)})"]
+        for f in d.findings:
+            out.append("")
+            out += finding(f, verbose)
+    if d.remedies:
+        out += ["", "Ways out, least invasive first"]
+        for r in d.remedies:
+            out.append("")
+            out.append(f"  {r.order}. {r.method} (applies: {r.applicable})")
+            out += _wrap(r.summary, "     ")
+            out += _wrap("cost: " + r.tradeoff, "     ")
+            for line in r.manual:
+                out.append(f"       $ {line}" if not line.startswith("#") else f"       {line}")
+    s = d.stats
+    out += ["", f"read {len(s.sources)} source(s), {s.lines} lines, {s.bytes} bytes in {s.seconds}s "
+                f"({s.candidates} candidate lines, {s.matched} events; scanner: {s.engine})"]
+    for w in warnings:
+        out.append(f"warning: {w}")
+    return "\n".join(out)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install the Debian packages breakglass needs, only those missing.
+#   bootstrap.sh python   what creating the virtual environment needs
+#   bootstrap.sh test     what the test suite needs besides Python packages
+set -euo pipefail
+
+want=()
+case "${1:-}" in
+  python)
+    command -v python3 >/dev/null || want+=(python3)
+    python3 -c 'import venv, ensurepip' 2>/dev/null || want+=(python3-venv)
+    ;;
+  test)
+    command -v grep >/dev/null || want+=(grep)
+    ;;
+  *) echo "usage: $0 python|test" >&2; exit 2 ;;
+esac
+
+[ ${#want[@]} -eq 0 ] && exit 0
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "need root to install: ${want[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "installing Debian packages: ${want[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${want[@]}"
