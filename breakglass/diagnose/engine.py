@@ -123,7 +123,7 @@ class Correlator:
         self.opts = opts or Options()
         self.accs: dict[tuple, _Acc] = {}
         self.recent: dict[str, _Recent] = {}
-        self.leader_times: list[float] = []
+        self.last_leader: dict[str, str] = {}
         self.matched = 0
         self.denials_ignored = 0
 
@@ -239,6 +239,9 @@ class Correlator:
 
     def _on_leader_lost(self, ev: Event) -> None:
         component = _component(ev.record, ev.detail)
+        if component == _UNKNOWN_COMPONENT:  # "leaderelection lost" names no lease: the last one seen here
+            component = self.last_leader.get(ev.record.source, component)
+        self.last_leader[ev.record.source] = component
         acc = self._acc(("leader", component), "leader")
         acc.hook = component
         if ev.detail and "webhook" in ev.record.message:
@@ -250,11 +253,14 @@ class Correlator:
         return _Builder(self).build()
 
 
+_UNKNOWN_COMPONENT = "a controller"
+
+
 def _component(rec: LogRecord, lease: str | None) -> str:
     for name in ("kube-controller-manager", "kube-scheduler", "cloud-controller-manager"):
         if (lease and name in lease) or name in rec.source or (rec.node and name in rec.node):
             return name
-    return lease.rsplit("/", 1)[-1] if lease else "a controller"
+    return lease.rsplit("/", 1)[-1] if lease else _UNKNOWN_COMPONENT
 
 
 def _fmt_time(rec: LogRecord | None) -> str | None:
@@ -316,16 +322,19 @@ class _Builder:
             if f.bootstrap_deadlock:
                 explained |= set(f.hooks)
                 self._attach_hook_context(a, f)
+        by_hook: dict[str, list[_Acc]] = {}
+        for a in accs:
+            stuck = (a.kind in ("hook-fatal", "readyz", "not-ready")
+                     or (a.kind == "boot-failure" and not a.success)
+                     or (a.kind == "boot-attempt" and not a.success and a.count >= 3))
+            if stuck and a.hook and a.hook not in explained:
+                by_hook.setdefault(a.hook, []).append(a)
+        for group in by_hook.values():
+            findings.append(self._hook_finding(group))
         for a in accs:
             f = None
             if a.kind == "fail-open":
                 f = self._fail_open(a)
-            elif a.kind in ("hook-fatal", "readyz", "not-ready", "boot-failure") and a.hook not in explained:
-                if a.kind == "boot-failure" and a.success:
-                    continue
-                f = self._hook_finding(a)
-            elif a.kind == "boot-attempt" and a.hook not in explained and not a.success and a.count >= 3:
-                f = self._hook_finding(a)
             elif a.kind == "leader":
                 f = self._leader(a, findings)
             elif a.kind in ("canceled", "panic"):
@@ -434,15 +443,21 @@ class _Builder:
             advice="list what was admitted from the audit log and re-check it; fix the webhook's reachability",
             mode="open", cause_class=cause.cls, cause=cause.detail, **self._base(a), **ident)
 
-    def _hook_finding(self, a: _Acc) -> Finding:
+    def _hook_finding(self, group: list[_Acc]) -> Finding:
+        """One finding per stuck hook, however many kinds of line show it."""
+        strength = {"hook-fatal": 0, "readyz": 1, "not-ready": 2, "boot-failure": 3, "boot-attempt": 4}
+        group = sorted(group, key=lambda x: strength[x.kind])
+        a = group[0]
         hook = a.hook or "?"
         objs = bootstrap.by_hook(hook)
-        what = ", ".join(o.kind for o in objs) or "its objects"
+        obj = next((g.obj for g in group if g.obj), None)
+        what = str(obj) if obj else (", ".join(o.kind for o in objs) or "its objects")
+        not_ready = next((g for g in group if g.kind == "not-ready"), None)
         if a.kind == "hook-fatal":
             title = f'post-start hook "{hook}" failed: the apiserver exits'
             severity = CRITICAL
             explanation = (f"kube-apiserver aborts at start because post-start hook {hook} failed: "
-                           f"{_top(a.details) or ''}")[:600]
+                           f"{_top(a.details) or ''}")[:600].rstrip(".") + "."
         elif a.kind == "readyz":
             title = f"readiness check poststarthook/{hook} keeps failing"
             severity = CRITICAL if a.count >= 2 else ERROR
@@ -451,19 +466,26 @@ class _Builder:
         elif a.kind == "not-ready":
             title = f"{a.key[1] or 'requests'} forbidden: admission not yet ready to handle request"
             severity = ERROR
-            explanation = ("Admission (webhook or policy informers) had not synced when the apiserver wrote "
-                           f"{a.obj or 'an object'}; if this repeats, the hook {hook} cannot finish.")
+            explanation = f"The apiserver could not write {what}: admission was not ready."
         else:
-            title = f"the apiserver cannot write {a.obj or what} (hook {hook})"
+            title = f"the apiserver cannot write {what} (hook {hook})"
             severity = ERROR
-            explanation = (f"The apiserver tried {a.count} times to write {a.obj or what} and did not succeed "
+            explanation = (f"The apiserver tried {a.count} times to write {what} and did not succeed "
                            f"in these logs.")
+        if not_ready is not None and a is not not_ready:
+            explanation += (f" Its writes of {not_ready.key[1] or 'objects'} were refused with \"not yet ready to "
+                            f"handle request\": admission (webhook or policy informers) had not synced.")
         explanation += " No webhook is named in these lines; look for webhook failures in earlier logs or other nodes."
-        return Finding(family="bootstrap-stuck" if a.kind != "not-ready" else "admission-not-ready",
+        base = self._base(a)
+        for g in group[1:]:
+            for rec in [g.first] + ([g.last] if g.last is not g.first else []):
+                if rec is not None and not any(e.location == rec.location for e in base["evidence"]):
+                    base["evidence"].append(Evidence(rec.location, rec.raw[:MAX_TEXT], "failure", _fmt_time(rec)))
+        base["sources"] = sorted(set().union(*(g.sources for g in group)))
+        return Finding(family="admission-not-ready" if not_ready else "bootstrap-stuck",
                        severity=severity, title=title, explanation=explanation,
                        advice="find what rejects or times out that write; `breakglass webhooks` lists what could intercept it",
-                       hooks=[hook], blocked=[str(a.obj)] if a.obj else [o.kind for o in objs],
-                       **self._base(a))
+                       hooks=[hook], blocked=[what], **base)
 
     def _leader(self, a: _Acc, findings: list[Finding]) -> Finding | None:
         webhook_findings = [f for f in findings if f.webhook and f.mode != "open"]
@@ -510,8 +532,7 @@ def _verdict(findings: list[Finding]) -> Verdict:
                     f"revert the bypass.")
         else:
             headline = "STUCK: the apiserver cannot finish starting"
-            text = (f"{lead.title}. {lead.explanation} The logs do not name the webhook or policy; collect "
-                    f"logs from before the first failure or from the other control-plane nodes.")
+            text = lead.explanation
         return Verdict("deadlocked", headline, text, True)
     if err:
         names = sorted({f.webhook for f in err if f.webhook})

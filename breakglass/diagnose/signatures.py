@@ -206,7 +206,7 @@ def classify(rec: LogRecord) -> list[Event]:
             call_hooks.add(hook)
             before = msg[:m.start()]
             if re.search(r"Internal\s*error\s*occurred:?\s*$", before):
-                mode, echo = "closed", not bool(rec.caller)  # client or controller echo of a 500
+                mode, echo = "closed", True  # the dispatcher logged this call already; this is its 500 echoed
             elif "Unhandled Error" in before or rec.level == "E":
                 mode, echo = "open", True  # utilruntime.HandleError after a fail-open warning
             else:
