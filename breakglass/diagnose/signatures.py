@@ -83,7 +83,7 @@ _BOOT: tuple[tuple[re.Pattern, str, str], ...] = (
     (re.compile(r"unable\s*to\s*create\s*PriorityClass\s*(?P<name>[\w.-]+?):|unable\s*to\s*add\s*default\s*system\s*priority\s*classes"),
      "PriorityClass", "failure"),
     (re.compile(r"all\s*system\s*priority\s*classes\s*are\s*created\s*successfully"), "PriorityClass", "ok"),
-    (re.compile(r"unable\s*to\s*reconcile\s*(?P<rbac>clusterrolebinding|clusterrole|rolebinding|role)\.[\w.]+/(?P<name>[\w:.-]+)"),
+    (re.compile(r"unable\s*to\s*reconcile\s*(?P<rbac>clusterrolebinding|clusterrole|rolebinding|role)\.[\w.]+/(?P<name>[\w:.-]+?)(?=:?\s|:?$)"),
      "ClusterRole", "failure"),
     (re.compile(r"unable\s*to\s*initialize\s*(?P<rbac2>clusterroles|roles)"), "ClusterRole", "failure"),
     (re.compile(r"unable\s*to\s*initialize\s*APF\s*bootstrap\s*configuration"), "FlowSchema", "failure"),

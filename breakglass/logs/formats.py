@@ -19,7 +19,8 @@ from breakglass.logs.record import LogRecord
 _MONTHS = {m: i for i, m in enumerate(
     ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)}
 
-_QUOTE_PREFIX = re.compile(r"^[\s>|]*")
+# Ticket / mail quoting: "> " or "| " (one space belongs to the quote, the rest is content).
+_QUOTE_PREFIX = re.compile(r"^[ \t]*(?:(?:>+|\|) ?)+")
 # talosctl prints "<node>: " before each line; kubectl --prefix prints "[pod/<name>/<container>] ".
 _NODE_PREFIX = re.compile(
     r"^(?P<node>[\w.\-\[\]:]+?): (?=\d{4}-\d\d-\d\dT|[IWEF]\d{4} |\{)")
@@ -108,7 +109,7 @@ class _Peeled:
 def _peel_outer(line: str) -> _Peeled:
     """Strip the wrappers that come before the apiserver's own text on one physical line."""
     p = _Peeled()
-    s = _QUOTE_PREFIX.sub("", line, count=1) if line[:1] in " \t>|" else line
+    s = _QUOTE_PREFIX.sub("", line, count=1).lstrip() if line[:1] in " \t>|" else line
     for _ in range(3):
         m = _NODE_PREFIX.match(s) or _KUBECTL_PREFIX.match(s)
         if m:
@@ -204,11 +205,12 @@ def _join(lines: list[str]) -> str:
     if len(lines) == 1:
         return lines[0]
     widest = max(len(x) for x in lines[:-1])
+    same_width = len(lines) > 2 and len({len(x) for x in lines[:-1]}) == 1
     out = [lines[0]]
     for prev, cur in zip(lines, lines[1:]):
         if prev.endswith((" ", "\t")) or cur.startswith((" ", "\t")):
             out.append(" " + cur.strip())
-        elif len(prev) >= WRAP_MIN and len(prev) == widest:
+        elif len(prev) >= WRAP_MIN and len(prev) == widest and (same_width or not prev.endswith((":", ",", ";", "."))):
             out.append(cur)
         else:
             out.append(" " + cur)

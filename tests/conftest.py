@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from breakglass.diagnose.engine import Options, diagnose_sources
+from breakglass.logs.sources import LogSource
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def diagnose_text(text: str | bytes, engine: str = "auto", name: str = "t.log", year: int = 2026):
+    data = text.encode() if isinstance(text, str) else text
+    src = LogSource(name=name, opener=lambda: io.BytesIO(data))
+    return diagnose_sources([src], Options(year=year, engine=engine))
+
+
+def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None, timeout: float = 120):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "breakglass", *args], input=stdin, capture_output=True,
+                          timeout=timeout, cwd=ROOT, env=e)
+
+
+@pytest.fixture
+def diag():
+    return diagnose_text
