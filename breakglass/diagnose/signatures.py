@@ -65,9 +65,14 @@ POLICY_DENIED = re.compile(r"(?P<kind>Validating|Mutating)AdmissionPolicy\s*'(?P
                            r"(?:\s*with\s*binding\s*'(?P<binding>[^']+)')?\s*denied\s*request:?\s*(?P<msg>.*)$", re.S)
 HOOK_FATAL = re.compile(r"PostStartHook\s*\"(?P<hook>[^\"]+)\"\s*failed:?\s*(?P<err>.*)$", re.S)
 READYZ_ITEM = re.compile(r"\[-\]\s*poststarthook/(?P<hook>[\w./-]+)\s*failed:?\s*(?P<why>[\w ]*)")
-READYZ_LOG = re.compile(r"(?P<checks>[\w./,-]*poststarthook/[\w./,-]*)\s*check\s*failed:?\s*(?P<probe>readyz|livez|healthz)?")
-NOT_READY = re.compile(r"(?:(?P<res>[a-z0-9-]+)(?:\.(?P<group>[a-z0-9][a-z0-9.-]*))?\s*\"(?P<name>[^\"]*)\"\s*)?"
-                       r"is\s*forbidden:\s*not\s*yet\s*ready\s*to\s*handle\s*request|not\s*yet\s*ready\s*to\s*handle\s*request")
+# Both are anchored on their literal tail and read backwards from it (see _before): a
+# leading [\w…]* searched forwards is quadratic on long junk lines.
+READYZ_LOG = re.compile(r"check\s*failed:?\s*(?P<probe>readyz|livez|healthz)?")
+_READYZ_CHECKS = re.compile(r"(?P<checks>[\w./,-]*poststarthook/[\w./,-]*)\s*$")
+NOT_READY = re.compile(r"not\s*yet\s*ready\s*to\s*handle\s*request")
+_NOT_READY_OBJ = re.compile(r"(?P<res>[a-z0-9-]+)(?:\.(?P<group>[a-z0-9][a-z0-9.-]*))?\s*\"(?P<name>[^\"]*)\"\s*"
+                            r"is\s*forbidden:\s*$")
+MAX_MATCH = 128 << 10  # a bound for the regexes; the scanner already caps records at 64 KiB
 
 # Bootstrap steps: (pattern, bootstrap kind, what the line says: attempt | failure | ok)
 _BOOT: tuple[tuple[re.Pattern, str, str], ...] = (
@@ -112,6 +117,11 @@ WEBHOOK_BLIND = re.compile(r"connection\s*refused|i/o\s*timeout|dial\s*tcp|no\s*
 _OBJ_IN_TEXT = re.compile(r"(?P<res>servicecidrs|ipaddresses|namespaces|priorityclasses|clusterroles|clusterrolebindings|"
                           r"roles|rolebindings|flowschemas|prioritylevelconfigurations|leases|services|endpoints|"
                           r"endpointslices|configmaps)(?:\.[a-z0-9.-]+)?\s*\"(?P<name>[^\"]+)\"")
+
+
+def _before(msg: str, end: int, span: int = 400) -> str:
+    """The text just before ``end``, where a literal's subject is."""
+    return msg[max(0, end - span):end]
 
 
 def _url_parts(err: str) -> tuple[str | None, str | None, str]:
@@ -187,7 +197,7 @@ def _boot_object(kind_name: str, m: re.Match) -> bootstrap.BlockedObject:
 
 def classify(rec: LogRecord) -> list[Event]:
     """Every event one record holds (usually zero or one)."""
-    msg = rec.message
+    msg = rec.message if len(rec.message) <= MAX_MATCH else rec.message[:MAX_MATCH]
     events: list[Event] = []
     call_hooks: set[str] = set()
 
@@ -252,17 +262,19 @@ def classify(rec: LogRecord) -> list[Event]:
         events.append(Event("readyz-hook", rec, hook=m["hook"], detail=m["why"].strip() or None))
     if not any(e.kind == "readyz-hook" for e in events):
         m = READYZ_LOG.search(msg)
-        if m:
-            for check in m["checks"].split(","):
+        c = _READYZ_CHECKS.search(_before(msg, m.start())) if m else None
+        if m and c:
+            for check in c["checks"].split(","):
                 if check.startswith("poststarthook/"):
                     events.append(Event("readyz-hook", rec, hook=check[len("poststarthook/"):],
                                         detail=m["probe"] or "readyz"))
     m = NOT_READY.search(msg)
     if m:
-        kind = bootstrap.by_resource(m["res"]) if m["res"] else None
-        obj = bootstrap.blocked(kind, m["name"]) if kind else None
+        o = _NOT_READY_OBJ.search(_before(msg, m.start()))
+        kind = bootstrap.by_resource(o["res"]) if o else None
+        obj = bootstrap.blocked(kind, o["name"]) if kind and o else None
         events.append(Event("not-ready", rec, obj=obj, hook=obj.hook if obj else None,
-                            detail=(f"{m['res']}.{m['group']}" if m["group"] else m["res"]) if m["res"] else None))
+                            detail=(f"{o['res']}.{o['group']}" if o["group"] else o["res"]) if o else None))
 
     if not any(e.kind in ("webhook-call", "webhook-denied", "policy-denied") for e in events):
         for pat, kind_name, what in _BOOT:

@@ -90,13 +90,14 @@ def _line_bounds(buf: bytes, pos: int, limit: int) -> tuple[int, int]:
     return s, (limit if e == -1 else e)
 
 
-def _is_wrapped_pair(prev: bytes, cur: bytes) -> bool:
-    """Does ``cur`` continue ``prev`` (CRI partial, or a wrapped paste)?"""
-    if _CRI_PARTIAL.match(prev):
+def _is_wrapped_pair(buf: bytes, ps: int, pe: int, cur: bytes) -> bool:
+    """Does ``cur`` continue the line buf[ps:pe] (CRI partial, or a wrapped paste)?"""
+    head = buf[ps:min(pe, ps + 512)]
+    if _CRI_PARTIAL.match(head):
         return True
-    if not cur.strip() or not prev.strip():
+    if not cur.strip() or not head.strip():
         return False
-    return len(prev.rstrip(b"\r")) >= WRAP_MIN and not _RECORD_START.match(cur)
+    return pe - ps - (1 if buf[pe - 1:pe] == b"\r" else 0) >= WRAP_MIN and not _RECORD_START.match(cur)
 
 
 class Scanner:
@@ -185,7 +186,7 @@ class Scanner:
                 if s == 0:
                     break
                 ps = buf.rfind(b"\n", 0, s - 1) + 1
-                if ps < last_end or not _is_wrapped_pair(buf[ps:s - 1], buf[s:min(e, s + 512)]):
+                if ps < last_end or not _is_wrapped_pair(buf, ps, s - 1, buf[s:min(e, s + 512)]):
                     break
                 s = ps
             # and forwards
@@ -194,7 +195,7 @@ class Scanner:
                 if e >= limit:
                     break
                 ns, ne = _line_bounds(buf, e + 1, limit)
-                if not _is_wrapped_pair(buf[last_start:e], buf[ns:min(ne, ns + 512)]):
+                if not _is_wrapped_pair(buf, last_start, e, buf[ns:min(ne, ns + 512)]):
                     break
                 last_start, e = ns, ne
             if e - s > MAX_RECORD:  # keep the neighbourhood of the hit on a huge line

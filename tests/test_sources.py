@@ -1,0 +1,99 @@
+"""Bad input gives one clear BadInput (exit 2) or an honest "nothing found"; never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import pytest
+
+from breakglass.diagnose.engine import diagnose_paths
+from breakglass.errors import BadInput
+from breakglass.logs import sources
+from tests import logbuild as lb
+
+LINE = (lb.klog(lb.fail_closed("a.b", "connection refused")) + "\n").encode()
+
+
+def test_gzip_and_concatenated_members(tmp_path):
+    p = tmp_path / "x.log.gz"
+    p.write_bytes(gzip.compress(LINE) + gzip.compress(LINE))
+    d, _ = diagnose_paths([str(p)])
+    assert d.findings[0].count == 2
+
+
+def test_gzip_detected_by_magic_not_name(tmp_path):
+    p = tmp_path / "x.log"
+    p.write_bytes(gzip.compress(LINE))
+    assert diagnose_paths([str(p)])[0].findings
+
+
+def test_truncated_gzip_is_bad_input(tmp_path):
+    p = tmp_path / "x.gz"
+    p.write_bytes(gzip.compress(LINE * 100)[:-20])
+    with pytest.raises(BadInput, match="truncated gzip"):
+        diagnose_paths([str(p)])
+
+
+def test_corrupt_gzip_is_bad_input(tmp_path):
+    p = tmp_path / "x.gz"
+    data = bytearray(gzip.compress(LINE * 100))
+    data[20:40] = b"\xff" * 20
+    p.write_bytes(bytes(data))
+    with pytest.raises(BadInput, match="gzip"):
+        diagnose_paths([str(p)])
+
+
+def test_binary_garbage_is_bad_input(tmp_path):
+    p = tmp_path / "core"
+    p.write_bytes(os.urandom(100_000))
+    with pytest.raises(BadInput, match="binary data"):
+        diagnose_paths([str(p)])
+
+
+def test_invalid_utf8_is_read_anyway(tmp_path):
+    p = tmp_path / "x.log"
+    p.write_bytes(b"\xff\xfe\xc3(\n" + LINE + b"\xed\xa0\x80\n")
+    assert diagnose_paths([str(p)])[0].findings
+
+
+def test_empty_file_is_nothing_found_with_a_warning(tmp_path):
+    p = tmp_path / "empty.log"
+    p.write_bytes(b"")
+    d, warnings = diagnose_paths([str(p)])
+    assert d.findings == [] and any("empty" in w for w in warnings)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(BadInput, match="no such file"):
+        diagnose_paths([str(tmp_path / "nope.log")])
+
+
+def test_directory_without_logs(tmp_path):
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(BadInput, match="no log files"):
+        diagnose_paths([str(tmp_path)])
+
+
+def test_pod_log_directory_order_and_broken_member_is_a_warning(tmp_path):
+    d = tmp_path / "kube-system_kube-apiserver-cp1_uid" / "kube-apiserver"
+    d.mkdir(parents=True)
+    (d / "0.log").write_bytes(LINE)
+    (d / "0.log.20260224-153250.gz").write_bytes(gzip.compress(LINE))
+    (d / "0.log.20260224-150000.gz").write_bytes(gzip.compress(LINE)[:-10])  # kubelet was compressing it
+    (d / "1.log").write_bytes(LINE)
+    srcs, _ = sources.expand([str(tmp_path)])
+    assert [os.path.basename(s.name) for s in srcs] == [
+        "0.log.20260224-150000.gz", "0.log.20260224-153250.gz", "0.log", "1.log"]
+    diag, warnings = diagnose_paths([str(tmp_path)])
+    assert diag.findings[0].count == 3
+    assert any("truncated gzip" in w for w in warnings)
+
+
+def test_huge_single_line(tmp_path):
+    p = tmp_path / "one.log"
+    with open(p, "wb") as f:
+        f.write(b"z" * (50 << 20))
+        f.write(LINE)
+    d, _ = diagnose_paths([str(p)])
+    assert d.findings and d.stats.lines == 1
