@@ -208,7 +208,9 @@ def _join(lines: list[str]) -> str:
     same_width = len(lines) > 2 and len({len(x) for x in lines[:-1]}) == 1
     out = [lines[0]]
     for prev, cur in zip(lines, lines[1:]):
-        if prev.endswith((" ", "\t")) or cur.startswith((" ", "\t")):
+        if prev.endswith((" ", "\t")):
+            out.append(cur.lstrip())
+        elif cur.startswith((" ", "\t")):
             out.append(" " + cur.strip())
         elif len(prev) >= WRAP_MIN and len(prev) == widest and (same_width or not prev.endswith((":", ",", ";", "."))):
             out.append(cur)

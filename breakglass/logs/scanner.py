@@ -67,7 +67,7 @@ class _Finder:
             def on_match(_id, _frm, to, _flags, _ctx):
                 add(start + to - 1)
 
-            self._db.scan(buf[start:end], match_event_handler=on_match)
+            self._db.scan(memoryview(buf)[start:end], match_event_handler=on_match)
             hits.sort()
             return hits
         hits = []
@@ -139,7 +139,12 @@ class Scanner:
                 break
             keep = self._keep_from(buf, cut)
             done_until = max(0, self._last_end - keep)
-            base_line += buf.count(b"\n", 0, keep)
+            # _emit already counted newlines up to its last record; count only the rest (one pass overall)
+            counted_pos, counted_line = self._counted
+            if counted_pos <= keep:
+                base_line = counted_line + buf.count(b"\n", counted_pos, keep)
+            else:
+                base_line += buf.count(b"\n", 0, keep)
             carry = buf[keep:]
             scan_from = cut - keep
 
@@ -171,6 +176,7 @@ class Scanner:
 
     def _emit(self, buf: bytes, start: int, end: int, base_line: int, done_until: int) -> Iterator[RawRecord]:
         self._last_end = done_until
+        self._counted = (0, base_line)
         hits = self._finder.find(buf, start, end)
         if not hits:
             return
@@ -207,6 +213,7 @@ class Scanner:
                 first_line_start = s
             count_line += buf.count(b"\n", count_pos, first_line_start)
             count_pos = first_line_start
+            self._counted = (count_pos, count_line)
             end_line = count_line + buf.count(b"\n", first_line_start, e)
             last_end = self._last_end = e
             yield RawRecord(count_line, end_line, buf[s:e])

@@ -1,0 +1,111 @@
+"""The CLI contract: exit codes, one-line errors, the JSON envelope, help and docs for every command."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from breakglass.errors import EXIT_CODE_MEANINGS
+from tests import logbuild as lb
+from tests.conftest import ROOT, run_cli
+
+DEADLOCK = ("I0224 15:32:50.979280 1 default_servicecidr_controller.go:166] Creating default ServiceCIDR with CIDRs: [10.96.0.0/12]\n"
+            + lb.klog(lb.fail_closed("validate.kyverno.svc-fail", "connection refused")) + "\n").encode()
+
+
+def _one_line_error(proc):
+    err = proc.stderr.decode()
+    assert "Traceback" not in err and "Traceback" not in proc.stdout.decode()
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert lines and lines[0].startswith("breakglass: error: ")
+    assert len(lines) <= 2 and all(not x.startswith(" ") for x in lines)
+    return lines[0]
+
+
+def test_deadlock_from_stdin_exits_3_and_json_envelope():
+    p = run_cli("diagnose", "-", "-o", "json", stdin=DEADLOCK)
+    assert p.returncode == 3
+    doc = json.loads(p.stdout)
+    assert doc["apiVersion"] == "breakglass/v1alpha1" and doc["kind"] == "Diagnosis" and doc["exitCode"] == 3
+    f = doc["result"]["findings"][0]
+    assert f["webhook"] == "validate.kyverno.svc-fail" and f["blocked"] == ['ServiceCIDR "kubernetes"']
+    assert doc["result"]["verdict"]["state"] == "deadlocked"
+
+
+def test_stdin_is_the_default_when_piped():
+    assert run_cli("diagnose", stdin=DEADLOCK).returncode == 3
+
+
+def test_nothing_found_exits_0(tmp_path):
+    p = tmp_path / "ok.log"
+    p.write_text("I0224 15:32:50.000000 1 x.go:1] all good\n")
+    proc = run_cli("diagnose", str(p))
+    assert proc.returncode == 0 and b"nothing found" in proc.stdout
+
+
+@pytest.mark.parametrize("setup,match", [
+    (lambda d: str(d / "missing.log"), "no such file"),
+    (lambda d: (d / "bin").write_bytes(os.urandom(50_000)) and str(d / "bin"), "binary data"),
+    (lambda d: ((d / "t.gz").write_bytes(__import__("gzip").compress(DEADLOCK * 50)[:-30]), str(d / "t.gz"))[1],
+     "truncated gzip"),
+    (lambda d: ((d / "empty").mkdir(), str(d / "empty"))[1], "no log files"),
+])
+def test_bad_input_one_line_exit_2(tmp_path, setup, match):
+    path = setup(tmp_path)
+    for out in ("text", "json"):
+        p = run_cli("diagnose", path, "-o", out)
+        assert p.returncode == 2, p.stderr
+        assert match in _one_line_error(p)
+        if out == "json":
+            doc = json.loads(p.stdout)
+            assert doc["kind"] == "Error" and doc["exitCode"] == 2 and match in doc["error"]["message"]
+
+
+def test_no_logs_on_a_terminal_is_bad_usage():
+    import pexpect
+    child = pexpect.spawn(f"{__import__('sys').executable} -m breakglass diagnose", cwd=ROOT, timeout=30)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2
+    assert b"no logs given" in child.before
+
+
+def test_unknown_option_is_usage_error():
+    p = run_cli("diagnose", "--no-such-flag")
+    assert p.returncode == 2 and b"Traceback" not in p.stderr
+
+
+def _commands():
+    from breakglass.cli import app
+    import typer.main
+    group = typer.main.get_group(app)
+    return sorted(group.commands)
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_command_has_help_and_is_documented(command):
+    p = run_cli(command, "--help")
+    assert p.returncode == 0 and len(p.stdout) > 100
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    assert f"breakglass {command}" in readme, f"README does not document `breakglass {command}`"
+
+
+def test_every_command_takes_output_json():
+    from breakglass.cli import app
+    import typer.main
+    for name, cmd in typer.main.get_group(app).commands.items():
+        assert any("--output" in p.opts for p in cmd.params), name
+
+
+def test_readme_exit_code_table_matches_the_code():
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    rows = dict(re.findall(r"^\|\s*(\d+)\s*\|\s*([^|]+?)\s*\|", readme, re.M))
+    assert {int(k) for k in rows} == {int(c) for c in EXIT_CODE_MEANINGS}
+
+
+def test_version_json():
+    p = run_cli("version", "-o", "json")
+    assert p.returncode == 0 and json.loads(p.stdout)["result"]["breakglass"]
