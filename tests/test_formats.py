@@ -82,3 +82,16 @@ def test_audit_event_becomes_a_message_naming_the_object():
 ])
 def test_normalise_quote_variants(text, expect):
     assert formats.normalise(text) == expect
+
+
+@pytest.mark.parametrize("text", [
+    "2026-02-24T15:32:50.984784123Z " + lb.klog(MSG),  # kubectl logs --timestamps
+    '{"textPayload": "' + lb.klog(MSG).replace('"', '\\"') + '", "timestamp": "2026-02-24T15:32:50.984784Z"}',
+    '{"properties": {"log": "' + lb.klog(MSG).replace('"', '\\"') + '"}, "time": "2026-02-24T15:32:50Z"}',
+    '{"message": "' + lb.klog(MSG).replace('"', '\\"') + '", "timestamp": "2026-02-24T15:32:50Z"}',
+])
+def test_timestamped_and_cloud_exports(text):
+    rec = formats.parse_record(text, "f", 1, 1, 2026)
+    assert rec.message == MSG and rec.level == "W"
+    if "properties" not in text and "message" not in text[:12]:
+        assert rec.year_known

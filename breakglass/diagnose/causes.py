@@ -41,6 +41,8 @@ _RULES: tuple[tuple[re.Pattern, str, str], ...] = (
     (re.compile(r"dial tcp[^:]*:\d+: i/o timeout|connect: connection timed out"), UNREACHABLE,
      "connect timed out (packets dropped)"),
     (re.compile(r"no such host|server misbehaving"), UNREACHABLE, "DNS lookup failed"),
+    (re.compile(r"TLS handshake timeout"), TIMEOUT, "TLS handshake timed out"),
+    (re.compile(r"server gave HTTP response to HTTPS client"), MISCONFIGURED, "webhook serves plain HTTP"),
     (re.compile(r"x509: certificate signed by unknown authority|certificate is not trusted"), TLS,
      "certificate signed by unknown authority (caBundle)"),
     (re.compile(r"x509: certificate has expired or is not yet valid"), TLS, "certificate expired or not yet valid"),

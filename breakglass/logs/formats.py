@@ -28,6 +28,8 @@ _KUBECTL_PREFIX = re.compile(r"^\[(?P<node>pod/[^\]]+)\] ")
 _ISO = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 _CRI = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) "
                   r"(?P<stream>stdout|stderr) (?P<tag>[PF])(?: (?P<msg>.*))?$")
+# kubectl logs --timestamps / CloudWatch exports: an RFC 3339 stamp, then the line itself.
+_TS_PREFIX = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) (?=[IWEF]\d{4} |\{)")
 _SYSLOG = re.compile(r"^(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? "
                      r"(?P<host>\S+) (?P<ident>[^\s:\[]+)(?:\[\d+\])?: (?P<msg>.*)$")
 _SYSLOG_ISO = re.compile(r"^(?P<ts>" + _ISO + r") (?P<host>\S+) (?P<ident>[^\s:\[]+)(?:\[\d+\])?: (?P<msg>.*)$")
@@ -125,6 +127,14 @@ def _peel_outer(line: str) -> _Peeled:
             p.partial = m["tag"] == "P"
             s = m["msg"] or ""
             continue
+        m = _TS_PREFIX.match(s)
+        if m:
+            p.fmt.append("timestamped")
+            p.ts = parse_iso(m["ts"])
+            p.year_known = p.ts is not None
+            p.year = int(m["ts"][:4])
+            s = s[m.end():]
+            continue
         m = _SYSLOG.match(s)
         if m and m["mon"] in _MONTHS:
             p.fmt.append("journald")
@@ -146,6 +156,10 @@ def _peel_outer(line: str) -> _Peeled:
         break
     p.msg = s
     return p
+
+
+_JSON_META = frozenset({"ts", "time", "timestamp", "caller", "msg", "message", "v", "level", "severity",
+                        "logger", "stream", "hostname"})
 
 
 def _json_message(obj: dict, rec: dict) -> str:
@@ -172,13 +186,25 @@ def _json_message(obj: dict, rec: dict) -> str:
         rec["node"] = obj.get("_HOSTNAME")
         msg = obj["MESSAGE"]
         return msg if isinstance(msg, str) else ""
+    # Cloud log exports: GKE (textPayload), AKS diagnostics (properties.log), CloudWatch (message)
+    for outer in ("textPayload", "properties"):
+        inner = obj.get(outer)
+        if isinstance(inner, dict):
+            inner = inner.get("log") or inner.get("message")
+        if isinstance(inner, str):
+            rec["fmt"] = "cloud-export"
+            for key in ("timestamp", "time", "TimeGenerated"):
+                if isinstance(obj.get(key), str):
+                    rec["ts"] = parse_iso(obj[key].replace("+00:00", "Z"))
+                    break
+            return inner.rstrip("\n")
     if "log" in obj and isinstance(obj["log"], str):
         rec["fmt"] = "docker-json"
         if isinstance(obj.get("time"), str):
             rec["ts"] = parse_iso(obj["time"])
         return obj["log"].rstrip("\n")
     rec["fmt"] = "json"
-    ts = obj.get("ts")
+    ts = obj.get("ts", obj.get("timestamp", obj.get("time")))
     if isinstance(ts, (int, float)):
         # klog's JSON format writes milliseconds; zap-style loggers write seconds.
         rec["ts"] = ts / 1000.0 if ts > 1e11 else float(ts)
@@ -189,7 +215,7 @@ def _json_message(obj: dict, rec: dict) -> str:
     msg = obj.get("msg", obj.get("message", ""))
     parts = [msg if isinstance(msg, str) else json.dumps(msg)]
     for k, v in obj.items():
-        if k in ("ts", "caller", "msg", "message", "v", "level", "logger"):
+        if k in _JSON_META:
             continue
         parts.append(f"{k}={v if isinstance(v, str) else json.dumps(v)}")
     return " ".join(parts)
