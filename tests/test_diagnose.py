@@ -212,3 +212,11 @@ def test_noise_that_mentions_webhooks_is_not_a_finding():
     ]
     d = diagnose_text("\n".join(noise * 10) + "\n")
     assert d.findings == [] and not d.verdict.needs_action
+
+
+def test_leader_election_loss_an_hour_away_from_the_failures_is_not_tied():
+    fail = lb.klog(lb.fail_closed("lease.guard.io", "context deadline exceeded"), t="0224 10:00:00.000000")
+    lost = lb.klog("failed to renew lease kube-system/kube-scheduler: timed out waiting for the condition",
+                   level="E", caller="leaderelection.go:297", t="0224 11:30:00.000000")
+    d = diagnose_text(fail + "\n" + lost + "\n")
+    assert {f.family for f in d.findings} == {"webhook-timeout"}

@@ -170,15 +170,17 @@ class Correlator:
         acc.add(ev, EVIDENCE_HEAD)
         self._tie(ev, acc)
 
-    def _on_webhook_canceled(self, ev: Event) -> None:
-        acc = self._acc(("canceled", ev.webhook), "canceled")
-        acc.webhook = ev.webhook
+    def _count(self, ev: Event, kind: str, subject: str | None) -> _Acc:
+        """Events that only need counting, keyed by what they are about."""
+        acc = self._acc((kind, subject), kind)
         acc.add(ev, EVIDENCE_HEAD)
+        return acc
+
+    def _on_webhook_canceled(self, ev: Event) -> None:
+        self._count(ev, "canceled", ev.webhook).webhook = ev.webhook
 
     def _on_webhook_panic(self, ev: Event) -> None:
-        acc = self._acc(("panic", ev.webhook), "panic")
-        acc.webhook = ev.webhook
-        acc.add(ev, EVIDENCE_HEAD)
+        self._count(ev, "panic", ev.webhook).webhook = ev.webhook
 
     def _tie(self, ev: Event, acc: _Acc) -> None:
         """Tie a failing call or denial to the bootstrap write it blocked."""
@@ -222,20 +224,15 @@ class Correlator:
 
     # -- hooks, readiness ------------------------------------------------------------------
     def _on_hook_fatal(self, ev: Event) -> None:
-        acc = self._acc(("hook-fatal", ev.hook), "hook-fatal")
-        acc.hook = ev.hook
-        acc.add(ev, EVIDENCE_HEAD)
+        self._count(ev, "hook-fatal", ev.hook).hook = ev.hook
 
     def _on_readyz_hook(self, ev: Event) -> None:
-        acc = self._acc(("readyz", ev.hook), "readyz")
-        acc.hook = ev.hook
-        acc.add(ev, EVIDENCE_HEAD)
+        self._count(ev, "readyz", ev.hook).hook = ev.hook
 
     def _on_not_ready(self, ev: Event) -> None:
-        acc = self._acc(("not-ready", ev.detail), "not-ready")
+        acc = self._count(ev, "not-ready", ev.detail)
         acc.obj = acc.obj or ev.obj
         acc.hook = ev.hook
-        acc.add(ev, EVIDENCE_HEAD)
 
     def _on_leader_lost(self, ev: Event) -> None:
         component = _component(ev.record, ev.detail)
@@ -261,6 +258,14 @@ def _component(rec: LogRecord, lease: str | None) -> str:
         if (lease and name in lease) or name in rec.source or (rec.node and name in rec.node):
             return name
     return lease.rsplit("/", 1)[-1] if lease else _UNKNOWN_COMPONENT
+
+
+def _overlaps(a: _Acc, b: _Acc, slack: float) -> bool:
+    """Do two accumulators' first..last spans overlap, give or take ``slack`` seconds?"""
+    times = [r.ts for r in (a.first, a.last, b.first, b.last) if r is not None]
+    if len(times) < 4 or None in times:
+        return True  # no clock to compare: the same log is close enough
+    return a.first.ts - slack <= b.last.ts and b.first.ts - slack <= a.last.ts
 
 
 def _fmt_time(rec: LogRecord | None) -> str | None:
@@ -488,9 +493,11 @@ class _Builder:
                        hooks=[hook], blocked=[what], **base)
 
     def _leader(self, a: _Acc, findings: list[Finding]) -> Finding | None:
-        webhook_findings = [f for f in findings if f.webhook and f.mode != "open"]
+        closed = [c for c in self.c.accs.values() if c.kind in ("call", "deny") and c.mode != "open"]
+        webhook_findings = [f for f in findings if f.webhook and f.mode != "open"
+                            and any(c.webhook == f.webhook and _overlaps(c, a, LEADER_WINDOW_S) for c in closed)]
         if not webhook_findings and not a.blind:
-            return None  # leader election lost for reasons this tool does not diagnose
+            return None  # lost for reasons this tool does not diagnose, or long before/after the webhook failures
         names = ", ".join(sorted({f'"{f.webhook}"' for f in webhook_findings})) or "a webhook"
         return Finding(
             family="leader-election-lost", severity=ERROR,

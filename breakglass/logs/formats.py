@@ -107,6 +107,13 @@ class _Peeled:
         self.partial = False
         self.year: int | None = None
 
+    def stamp(self, fmt: str, iso: str) -> None:
+        """Record a wrapper with a full RFC 3339 time: it gives the year klog headers lack."""
+        self.fmt.append(fmt)
+        self.ts = parse_iso(iso)
+        self.year_known = self.ts is not None
+        self.year = int(iso[:4])
+
 
 def _peel_outer(line: str) -> _Peeled:
     """Strip the wrappers that come before the apiserver's own text on one physical line."""
@@ -120,19 +127,13 @@ def _peel_outer(line: str) -> _Peeled:
             continue
         m = _CRI.match(s)
         if m:
-            p.fmt.append("cri")
-            p.ts = parse_iso(m["ts"])
-            p.year_known = p.ts is not None
-            p.year = int(m["ts"][:4])
+            p.stamp("cri", m["ts"])
             p.partial = m["tag"] == "P"
             s = m["msg"] or ""
             continue
         m = _TS_PREFIX.match(s)
         if m:
-            p.fmt.append("timestamped")
-            p.ts = parse_iso(m["ts"])
-            p.year_known = p.ts is not None
-            p.year = int(m["ts"][:4])
+            p.stamp("timestamped", m["ts"])
             s = s[m.end():]
             continue
         m = _SYSLOG.match(s)
@@ -143,10 +144,7 @@ def _peel_outer(line: str) -> _Peeled:
             continue
         m = _SYSLOG_ISO.match(s)
         if m:
-            p.fmt.append("journald")
-            p.ts = parse_iso(m["ts"].replace(" ", "T", 1))
-            p.year_known = p.ts is not None
-            p.year = int(m["ts"][:4])
+            p.stamp("journald", m["ts"].replace(" ", "T", 1))
             p.node = p.node or m["host"]
             s = m["msg"]
             continue
