@@ -79,6 +79,10 @@ def _run(output: Output, verbose: bool, body: Callable[[], int]) -> None:
     raise typer.Exit(code)
 
 
+def _progress_line(source: str, done: int) -> None:
+    print(f"\rreading {source}: {done >> 20} MiB", end="", file=sys.stderr, flush=True)
+
+
 def _print_json(kind: str, result: Any, code: int, warnings: list[str]) -> None:
     from breakglass.envelope import dumps, envelope  # noqa: PLC0415
 
@@ -124,7 +128,13 @@ def diagnose(
                 raise BadInput("no logs given: name files or directories, or pipe a log into standard input",
                                hint="breakglass diagnose --help shows examples")
             paths = ["-"]
-        diag, warnings = diagnose_paths(paths, Options(max_evidence=max_evidence, year=year, engine=scanner.value))
+        progress = _progress_line if sys.stderr.isatty() else None
+        try:
+            diag, warnings = diagnose_paths(paths, Options(max_evidence=max_evidence, year=year,
+                                                           engine=scanner.value, progress=progress))
+        finally:
+            if progress:
+                print("\r\033[K", end="", file=sys.stderr, flush=True)
         code = int(ExitCode.FOUND if diag.verdict.needs_action else ExitCode.OK)
         if output is Output.json:
             _print_json("Diagnosis", diag, code, warnings)

@@ -1,37 +1,22 @@
-"""Stream records → events → correlated findings, in one pass and bounded memory.
+"""The diagnosis pipeline: sources → scanner → records → events → correlator → findings.
 
-Findings are keyed by webhook and cause (or by hook, policy, component), so a log with
-ten million failures yields the same few findings, each with a count, first/last seen
-and a handful of evidence lines. Bootstrap objects are tied to webhooks three ways,
-strongest first: the same line names both (``direct``); the webhook failed within a
-moment of the apiserver trying to write the object (``time``); or a hook is stuck and a
-single fail-closed webhook is the only suspect (``probable``).
+One pass over each source, bounded memory; see ``correlate`` and ``findings`` for how
+events become findings.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections import deque
-from dataclasses import dataclass, field
-from typing import BinaryIO, Iterable
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Iterable
 
-from breakglass import bootstrap, vendors
-from breakglass.bootstrap import BlockedObject
-from breakglass.diagnose import causes, remedies, signatures
-from breakglass.diagnose.model import (
-    CRITICAL, ERROR, INFO, SEVERITY_RANK, WARNING,
-    Diagnosis, Event, Evidence, Finding, ScanStats, Verdict,
-)
+from breakglass.diagnose import findings as _findings
+from breakglass.diagnose import remedies, signatures
+from breakglass.diagnose.correlate import EVIDENCE_HEAD, EVIDENCE_TAIL, Correlator
+from breakglass.diagnose.model import Diagnosis, ScanStats
 from breakglass.logs import formats, sources
-from breakglass.logs.record import LogRecord
 from breakglass.logs.scanner import Scanner
-
-WINDOW_S = 2.0  # a webhook failure this close to a bootstrap write is taken as blocking it
-WINDOW_LINES = 4  # the same, for lines with no timestamp (ticket pastes)
-LEADER_WINDOW_S = 120.0
-EVIDENCE_HEAD, EVIDENCE_TAIL = 3, 2
-MAX_TEXT = 2000
 
 
 @dataclass
@@ -39,522 +24,7 @@ class Options:
     max_evidence: int = EVIDENCE_HEAD + EVIDENCE_TAIL
     year: int | None = None  # for klog headers, which carry no year
     engine: str = "auto"
-
-
-class _Acc:
-    """Everything kept about one finding while the log streams past."""
-
-    __slots__ = ("key", "kind", "count", "echo_count", "first", "last", "head", "tail", "context", "webhook",
-                 "mode", "types", "urls", "services", "cause", "blocked", "hooks", "sources", "policy",
-                 "binding", "details", "hook", "obj", "blind", "bootstrap_hits", "success")
-
-    def __init__(self, key: tuple, kind: str, n_evidence: int) -> None:
-        self.key, self.kind = key, kind
-        self.count = self.echo_count = 0
-        self.first: LogRecord | None = None
-        self.last: LogRecord | None = None
-        self.head: list[LogRecord] = []
-        self.tail: deque[LogRecord] = deque(maxlen=max(0, n_evidence - EVIDENCE_HEAD) or 1)
-        self.context: list[tuple[LogRecord, str]] = []
-        self.webhook = self.mode = self.policy = self.binding = self.hook = None
-        self.types: set[str] = set()
-        self.urls: dict[str, int] = {}
-        self.services: dict[str, int] = {}
-        self.cause: causes.Cause | None = None
-        self.blocked: dict[BlockedObject, str] = {}
-        self.hooks: set[str] = set()
-        self.sources: set[str] = set()
-        self.details: dict[str, int] = {}
-        self.obj: BlockedObject | None = None
-        self.blind = False
-        self.bootstrap_hits = 0
-        self.success = False
-
-    def add(self, ev: Event, n_head: int) -> None:
-        rec = ev.record
-        if ev.echo:
-            self.echo_count += 1
-        else:
-            self.count += 1
-        if self.first is None:
-            self.first = rec
-        self.last = rec
-        if len(self.head) < n_head:
-            self.head.append(rec)
-        else:
-            self.tail.append(rec)
-        self.sources.add(rec.source)
-        if ev.url and len(self.urls) < 8:
-            self.urls[ev.url] = self.urls.get(ev.url, 0) + 1
-        if ev.service and len(self.services) < 8:
-            self.services[ev.service] = self.services.get(ev.service, 0) + 1
-        if ev.webhook_type:
-            self.types.add(ev.webhook_type)
-        if ev.detail and len(self.details) < 16:
-            self.details[ev.detail[:300]] = self.details.get(ev.detail[:300], 0) + 1
-
-    def link(self, obj: BlockedObject, how: str) -> None:
-        rank = {"direct": 3, "time": 2, "probable": 1}
-        if rank[how] > rank.get(self.blocked.get(obj, ""), 0):
-            self.blocked[obj] = how
-        self.hooks.add(obj.hook)
-
-    def note_context(self, rec: LogRecord, limit: int = 3) -> None:
-        if len(self.context) < limit and all(r is not rec for r, _ in self.context):
-            self.context.append((rec, "context"))
-
-
-@dataclass
-class _Recent:
-    """Recent bootstrap writes and webhook failures of one source, for time correlation."""
-
-    boots: deque = field(default_factory=lambda: deque(maxlen=64))
-    calls: deque = field(default_factory=lambda: deque(maxlen=256))
-
-
-def _near(a: LogRecord, b: LogRecord) -> bool:
-    if a.ts is not None and b.ts is not None:
-        return abs(a.ts - b.ts) <= WINDOW_S
-    return abs(a.line - b.line) <= WINDOW_LINES
-
-
-class Correlator:
-    def __init__(self, opts: Options | None = None) -> None:
-        self.opts = opts or Options()
-        self.accs: dict[tuple, _Acc] = {}
-        self.recent: dict[str, _Recent] = {}
-        self.last_leader: dict[str, str] = {}
-        self.matched = 0
-        self.denials_ignored = 0
-
-    def _acc(self, key: tuple, kind: str) -> _Acc:
-        acc = self.accs.get(key)
-        if acc is None:
-            acc = self.accs[key] = _Acc(key, kind, self.opts.max_evidence)
-        return acc
-
-    def feed(self, events: Iterable[Event]) -> None:
-        for ev in events:
-            self.matched += 1
-            getattr(self, "_on_" + ev.kind.replace("-", "_"))(ev)
-
-    # -- webhook calls -------------------------------------------------------------------
-    def _on_webhook_call(self, ev: Event) -> None:
-        assert ev.webhook and ev.cause
-        if ev.mode == "open":
-            key = ("open", ev.webhook)
-            kind = "fail-open"
-        else:
-            key = ("call", ev.webhook, ev.cause.cls)
-            kind = "call"
-        acc = self._acc(key, kind)
-        acc.webhook = ev.webhook
-        acc.mode = ev.mode or acc.mode
-        acc.cause = acc.cause or ev.cause
-        acc.add(ev, EVIDENCE_HEAD)
-        if kind == "call":
-            self._tie(ev, acc)
-
-    def _on_webhook_denied(self, ev: Event) -> None:
-        assert ev.webhook
-        acc = self._acc(("deny", ev.webhook), "deny")
-        acc.webhook = ev.webhook
-        acc.add(ev, EVIDENCE_HEAD)
-        if ev.detail and signatures.WEBHOOK_BLIND.search(ev.detail):
-            acc.blind = True
-        self._tie(ev, acc)
-
-    def _on_policy_denied(self, ev: Event) -> None:
-        acc = self._acc(("policy", ev.policy, ev.binding), "policy")
-        acc.policy, acc.binding = ev.policy, ev.binding
-        acc.add(ev, EVIDENCE_HEAD)
-        self._tie(ev, acc)
-
-    def _count(self, ev: Event, kind: str, subject: str | None) -> _Acc:
-        """Events that only need counting, keyed by what they are about."""
-        acc = self._acc((kind, subject), kind)
-        acc.add(ev, EVIDENCE_HEAD)
-        return acc
-
-    def _on_webhook_canceled(self, ev: Event) -> None:
-        self._count(ev, "canceled", ev.webhook).webhook = ev.webhook
-
-    def _on_webhook_panic(self, ev: Event) -> None:
-        self._count(ev, "panic", ev.webhook).webhook = ev.webhook
-
-    def _tie(self, ev: Event, acc: _Acc) -> None:
-        """Tie a failing call or denial to the bootstrap write it blocked."""
-        if ev.obj is not None:
-            acc.link(ev.obj, "direct")
-            acc.bootstrap_hits += 1
-            return
-        recent = self.recent.setdefault(ev.record.source, _Recent())
-        for rec, obj in reversed(recent.boots):
-            if _near(rec, ev.record):
-                acc.link(obj, "time")
-                acc.note_context(rec)
-        recent.calls.append((ev.record, acc))
-
-    # -- the apiserver's own bootstrap -----------------------------------------------------
-    def _bootstrap(self, ev: Event, what: str) -> None:
-        assert ev.obj is not None
-        acc = self._acc(("boot", ev.obj.kind), "boot-" + what)
-        acc.obj = acc.obj or ev.obj
-        acc.hook = ev.obj.hook
-        if what == "ok":
-            acc.success = True
-            return
-        acc.kind = "boot-failure" if what == "failure" or acc.kind == "boot-failure" else acc.kind
-        acc.add(ev, EVIDENCE_HEAD)
-        recent = self.recent.setdefault(ev.record.source, _Recent())
-        recent.boots.append((ev.record, ev.obj))
-        for rec, call_acc in reversed(recent.calls):
-            if _near(rec, ev.record):
-                call_acc.link(ev.obj, "time")
-                call_acc.note_context(ev.record)
-
-    def _on_bootstrap_attempt(self, ev: Event) -> None:
-        self._bootstrap(ev, "attempt")
-
-    def _on_bootstrap_failure(self, ev: Event) -> None:
-        self._bootstrap(ev, "failure")
-
-    def _on_bootstrap_ok(self, ev: Event) -> None:
-        self._bootstrap(ev, "ok")
-
-    # -- hooks, readiness ------------------------------------------------------------------
-    def _on_hook_fatal(self, ev: Event) -> None:
-        self._count(ev, "hook-fatal", ev.hook).hook = ev.hook
-
-    def _on_readyz_hook(self, ev: Event) -> None:
-        self._count(ev, "readyz", ev.hook).hook = ev.hook
-
-    def _on_not_ready(self, ev: Event) -> None:
-        acc = self._count(ev, "not-ready", ev.detail)
-        acc.obj = acc.obj or ev.obj
-        acc.hook = ev.hook
-
-    def _on_leader_lost(self, ev: Event) -> None:
-        component = _component(ev.record, ev.detail)
-        if component == _UNKNOWN_COMPONENT:  # "leaderelection lost" names no lease: the last one seen here
-            component = self.last_leader.get(ev.record.source, component)
-        self.last_leader[ev.record.source] = component
-        acc = self._acc(("leader", component), "leader")
-        acc.hook = component
-        if ev.detail and "webhook" in ev.record.message:
-            acc.blind = True  # the lease write itself was refused by a webhook
-        acc.add(ev, EVIDENCE_HEAD)
-
-    # -- results -----------------------------------------------------------------------------
-    def findings(self) -> list[Finding]:
-        return _Builder(self).build()
-
-
-_UNKNOWN_COMPONENT = "a controller"
-
-
-def _component(rec: LogRecord, lease: str | None) -> str:
-    for name in ("kube-controller-manager", "kube-scheduler", "cloud-controller-manager"):
-        if (lease and name in lease) or name in rec.source or (rec.node and name in rec.node):
-            return name
-    return lease.rsplit("/", 1)[-1] if lease else _UNKNOWN_COMPONENT
-
-
-def _overlaps(a: _Acc, b: _Acc, slack: float) -> bool:
-    """Do two accumulators' first..last spans overlap, give or take ``slack`` seconds?"""
-    times = [r.ts for r in (a.first, a.last, b.first, b.last) if r is not None]
-    if len(times) < 4 or None in times:
-        return True  # no clock to compare: the same log is close enough
-    return a.first.ts - slack <= b.last.ts and b.first.ts - slack <= a.last.ts
-
-
-def _fmt_time(rec: LogRecord | None) -> str | None:
-    if rec is None or rec.ts is None:
-        return None
-    t = _dt.datetime.fromtimestamp(rec.ts, _dt.timezone.utc)
-    if rec.year_known:
-        return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return t.strftime("%m-%d %H:%M:%S.%f")  # the log gave no year
-
-
-def _evidence(acc: _Acc, n: int) -> list[Evidence]:
-    recs = list(acc.head)
-    for r in acc.tail:
-        if all(r is not x for x in recs):
-            recs.append(r)
-    ev = [Evidence(r.location, r.raw[:MAX_TEXT], "failure", _fmt_time(r)) for r in recs[:n]]
-    ev += [Evidence(r.location, r.raw[:MAX_TEXT], role, _fmt_time(r)) for r, role in acc.context]
-    return ev
-
-
-def _top(d: dict[str, int]) -> str | None:
-    return max(d, key=d.get) if d else None
-
-
-class _Builder:
-    """Turns the accumulators into findings, joining hooks to the webhooks that block them."""
-
-    def __init__(self, c: Correlator) -> None:
-        self.c = c
-        self.n = c.opts.max_evidence
-
-    def build(self) -> list[Finding]:
-        accs = list(self.c.accs.values())
-        calls = [a for a in accs if a.kind in ("call", "deny", "policy")]
-        blockers = [a for a in calls if a.kind != "deny" or a.blocked or a.blind]
-        stuck_hooks = {a.hook for a in accs if a.kind in ("hook-fatal", "readyz", "not-ready") and a.hook}
-        stuck_hooks |= {a.hook for a in accs if a.kind == "boot-failure" and not a.success and a.hook}
-        # A stuck hook and a single suspect: tie them, labelled as a guess.
-        closed = [a for a in blockers if a.mode != "open"]
-        for hook in stuck_hooks:
-            if any(hook in a.hooks for a in closed):
-                continue
-            if len(closed) == 1:
-                for kind in bootstrap.by_hook(hook)[:1]:
-                    closed[0].link(bootstrap.blocked(kind), "probable")
-        # Repeated attempts with no success (the ServiceCIDR burst) are a stuck hook too.
-        for a in accs:
-            if a.kind == "boot-attempt" and not a.success and a.count >= 3 and a.hook:
-                stuck_hooks.add(a.hook)
-
-        findings: list[Finding] = []
-        explained: set[str] = set()
-        for a in calls:
-            f = self._call_finding(a, stuck_hooks)
-            if f is None:
-                continue
-            findings.append(f)
-            if f.bootstrap_deadlock:
-                explained |= set(f.hooks)
-                self._attach_hook_context(a, f)
-        by_hook: dict[str, list[_Acc]] = {}
-        for a in accs:
-            stuck = (a.kind in ("hook-fatal", "readyz", "not-ready")
-                     or (a.kind == "boot-failure" and not a.success)
-                     or (a.kind == "boot-attempt" and not a.success and a.count >= 3))
-            if stuck and a.hook and a.hook not in explained:
-                by_hook.setdefault(a.hook, []).append(a)
-        for group in by_hook.values():
-            findings.append(self._hook_finding(group))
-        for a in accs:
-            f = None
-            if a.kind == "fail-open":
-                f = self._fail_open(a)
-            elif a.kind == "leader":
-                f = self._leader(a, findings)
-            elif a.kind in ("canceled", "panic"):
-                f = self._minor(a)
-            if f is not None:
-                findings.append(f)
-        findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -f.count))
-        for i, f in enumerate(findings, 1):
-            f.id = f"F{i}"
-        return findings
-
-    def _attach_hook_context(self, a: _Acc, f: Finding) -> None:
-        for other in self.c.accs.values():
-            if other.kind in ("hook-fatal", "readyz", "not-ready", "boot-failure", "boot-attempt") \
-                    and other.hook in f.hooks and other.first is not None:
-                for rec in [other.first] + ([other.last] if other.last is not other.first else []):
-                    if any(e.location == rec.location for e in f.evidence):
-                        continue
-                    if len(f.evidence) < self.n + 6:
-                        f.evidence.append(Evidence(rec.location, rec.raw[:MAX_TEXT], "context", _fmt_time(rec)))
-
-    def _base(self, a: _Acc, **kw) -> dict:
-        return dict(
-            id="", count=a.count or a.echo_count, first_seen=_fmt_time(a.first), last_seen=_fmt_time(a.last),
-            evidence=_evidence(a, self.n), sources=sorted(a.sources), **kw)
-
-    def _identity(self, a: _Acc) -> dict:
-        hint = vendors.hint_for(a.webhook) if a.webhook else None
-        wtype = next(iter(a.types)) if len(a.types) == 1 else (hint.webhook_type if hint else None)
-        svc = _top(a.services) or (hint.service if hint else None)
-        return dict(
-            webhook=a.webhook, webhook_type=wtype,
-            configuration=hint.configuration if hint else None,
-            configuration_source=f"convention: {hint.vendor}" if hint else None,
-            operator_note=hint.managed_note if hint else None,
-            service=svc, url=_top(a.urls))
-
-    def _call_finding(self, a: _Acc, stuck_hooks: set[str]) -> Finding | None:
-        blocked = sorted(a.blocked, key=lambda o: (o.kind, o.name or ""))
-        links = set(a.blocked.values())
-        link = next((h for h in ("direct", "time", "probable") if h in links), None)
-        readiness = [o for o in blocked if (bootstrap.by_resource(o.kind) or bootstrap.BOOTSTRAP_KINDS[0]).blocks_readiness]
-        deadlock = bool(readiness) and (link in ("direct", "time") or bool(stuck_hooks & {o.hook for o in readiness}))
-        if a.kind == "deny" and not blocked and not a.blind:
-            self.c.denials_ignored += a.count
-            return None  # a webhook doing its job
-        if a.kind == "policy" and not blocked:
-            return None
-        ident = self._identity(a) if a.kind != "policy" else {}
-        what = ", ".join(str(o) for o in blocked)
-        hooks = sorted({o.hook for o in blocked})
-        if a.kind == "call":
-            cause = a.cause or causes.Cause(causes.OTHER, "other")
-            family = causes.FAMILY_BY_CLASS[cause.cls]
-            who = f'{ident["webhook_type"] or "admission"} webhook "{a.webhook}"'
-            title = f"{who} fails closed: {cause.detail}"
-            advice = causes.ADVICE[cause.cls]
-            severity = CRITICAL if deadlock else ERROR
-            explanation = (f"Every request {who} intercepts is refused because the apiserver cannot get an "
-                           f"answer from it ({cause.detail}).")
-            extra = dict(mode=a.mode or "closed", cause_class=cause.cls, cause=cause.detail)
-        elif a.kind == "deny":
-            family = "webhook-rejects-bootstrap" if blocked else "webhook-rejects"
-            who = f'webhook "{a.webhook}"'
-            title = f"{who} denies {'objects the apiserver must create' if blocked else 'requests'}"
-            why = _top(a.details) or "without explanation"
-            explanation = f'{who} answers "denied": {why}'
-            if a.blind:
-                explanation += " The message shows the webhook itself cannot reach the apiserver."
-            advice = "exclude bootstrap objects from this webhook (matchConditions) or bypass it until it is healthy"
-            severity = CRITICAL if deadlock else ERROR
-            extra = dict(mode="deny", cause_class="rejected", cause=why[:300])
-        else:
-            family = "policy-rejects-bootstrap"
-            who = f"ValidatingAdmissionPolicy '{a.policy}'" + (f" (binding '{a.binding}')" if a.binding else "")
-            title = f"{who} denies objects the apiserver must create"
-            explanation = f"{who} denies: {_top(a.details) or ''}"
-            advice = ("CEL policies are not switched off with the webhook plugins: disable the "
-                      "ValidatingAdmissionPolicy plugin or delete the binding")
-            severity = CRITICAL if deadlock else ERROR
-            extra = dict(mode="deny", cause_class="rejected", cause=(_top(a.details) or "")[:300],
-                         policy=a.policy, binding=a.binding)
-        if blocked:
-            explanation += f" It blocks {what}, which the apiserver writes itself at start"
-            explanation += f" (post-start hook {', '.join(hooks)})."
-            if deadlock:
-                explanation += (" Until that write succeeds the apiserver never becomes ready, and the webhook's own"
-                                " pods cannot be scheduled or reached without it: a bootstrap deadlock.")
-            if link == "time":
-                explanation += " (Tied by time: the failure came right after the apiserver tried that write.)"
-            elif link == "probable":
-                explanation += " (Probable: the hook is stuck and this is the only webhook failing closed.)"
-        return Finding(family=family, severity=severity, title=title, explanation=explanation, advice=advice,
-                       blocked=[str(o) for o in blocked], hooks=hooks, link=link, bootstrap_deadlock=deadlock,
-                       **self._base(a), **ident, **extra)
-
-    def _fail_open(self, a: _Acc) -> Finding:
-        ident = self._identity(a)
-        cause = a.cause or causes.Cause(causes.OTHER, "other")
-        return Finding(
-            family="webhook-fail-open", severity=WARNING,
-            title=f'webhook "{a.webhook}" fails open: requests it should check are admitted unchecked',
-            explanation=(f'Calls to "{a.webhook}" fail ({cause.detail}) and its failurePolicy is Ignore, so the '
-                         f"apiserver admits the requests anyway. Not a deadlock, but anything it should have "
-                         f"rejected got in meanwhile."),
-            advice="list what was admitted from the audit log and re-check it; fix the webhook's reachability",
-            mode="open", cause_class=cause.cls, cause=cause.detail, **self._base(a), **ident)
-
-    def _hook_finding(self, group: list[_Acc]) -> Finding:
-        """One finding per stuck hook, however many kinds of line show it."""
-        strength = {"hook-fatal": 0, "readyz": 1, "not-ready": 2, "boot-failure": 3, "boot-attempt": 4}
-        group = sorted(group, key=lambda x: strength[x.kind])
-        a = group[0]
-        hook = a.hook or "?"
-        objs = bootstrap.by_hook(hook)
-        obj = next((g.obj for g in group if g.obj), None)
-        what = str(obj) if obj else (", ".join(o.kind for o in objs) or "its objects")
-        not_ready = next((g for g in group if g.kind == "not-ready"), None)
-        if a.kind == "hook-fatal":
-            title = f'post-start hook "{hook}" failed: the apiserver exits'
-            severity = CRITICAL
-            explanation = (f"kube-apiserver aborts at start because post-start hook {hook} failed: "
-                           f"{_top(a.details) or ''}")[:600].rstrip(".") + "."
-        elif a.kind == "readyz":
-            title = f"readiness check poststarthook/{hook} keeps failing"
-            severity = CRITICAL if a.count >= 2 else ERROR
-            explanation = (f"/readyz reports poststarthook/{hook} as failed {a.count} times: the hook has not "
-                           f"finished writing {what}.")
-        elif a.kind == "not-ready":
-            title = f"{a.key[1] or 'requests'} forbidden: admission not yet ready to handle request"
-            severity = ERROR
-            explanation = f"The apiserver could not write {what}: admission was not ready."
-        else:
-            title = f"the apiserver cannot write {what} (hook {hook})"
-            severity = ERROR
-            explanation = (f"The apiserver tried {a.count} times to write {what} and did not succeed "
-                           f"in these logs.")
-        if not_ready is not None and a is not not_ready:
-            explanation += (f" Its writes of {not_ready.key[1] or 'objects'} were refused with \"not yet ready to "
-                            f"handle request\": admission (webhook or policy informers) had not synced.")
-        explanation += " No webhook is named in these lines; look for webhook failures in earlier logs or other nodes."
-        base = self._base(a)
-        for g in group[1:]:
-            for rec in [g.first] + ([g.last] if g.last is not g.first else []):
-                if rec is not None and not any(e.location == rec.location for e in base["evidence"]):
-                    base["evidence"].append(Evidence(rec.location, rec.raw[:MAX_TEXT], "failure", _fmt_time(rec)))
-        base["sources"] = sorted(set().union(*(g.sources for g in group)))
-        return Finding(family="admission-not-ready" if not_ready else "bootstrap-stuck",
-                       severity=severity, title=title, explanation=explanation,
-                       advice="find what rejects or times out that write; `breakglass webhooks` lists what could intercept it",
-                       hooks=[hook], blocked=[what], **base)
-
-    def _leader(self, a: _Acc, findings: list[Finding]) -> Finding | None:
-        closed = [c for c in self.c.accs.values() if c.kind in ("call", "deny") and c.mode != "open"]
-        webhook_findings = [f for f in findings if f.webhook and f.mode != "open"
-                            and any(c.webhook == f.webhook and _overlaps(c, a, LEADER_WINDOW_S) for c in closed)]
-        if not webhook_findings and not a.blind:
-            return None  # lost for reasons this tool does not diagnose, or long before/after the webhook failures
-        names = ", ".join(sorted({f'"{f.webhook}"' for f in webhook_findings})) or "a webhook"
-        return Finding(
-            family="leader-election-lost", severity=ERROR,
-            title=f"{a.hook} lost leader election while webhooks were failing",
-            explanation=(f"{a.hook} could not renew its lease while {names} failed; controllers stop until "
-                         f"they win the lease again, so nothing heals meanwhile."),
-            advice="fix the failing webhook first; controllers recover by themselves once the lease can be written",
-            **self._base(a))
-
-    def _minor(self, a: _Acc) -> Finding:
-        if a.kind == "panic":
-            return Finding(family="webhook-panic", severity=WARNING,
-                           title=f'calling webhook "{a.webhook}" panicked; the request was admitted',
-                           explanation="The apiserver recovered from a panic while calling this webhook and failed open.",
-                           advice="report it upstream; list what was admitted", webhook=a.webhook, mode="open",
-                           **self._base(a))
-        return Finding(family="webhook-canceled", severity=INFO,
-                       title=f'callers gave up while webhook "{a.webhook}" was being called',
-                       explanation="Clients went away before the webhook answered; usually a slow webhook.",
-                       advice="check the webhook's latency", webhook=a.webhook, **self._base(a))
-
-
-def _verdict(findings: list[Finding]) -> Verdict:
-    crit = [f for f in findings if f.severity == CRITICAL]
-    err = [f for f in findings if f.severity == ERROR]
-    warn = [f for f in findings if f.severity == WARNING]
-    if crit:
-        lead = next((f for f in crit if f.bootstrap_deadlock), crit[0])
-        if lead.bootstrap_deadlock:
-            headline = "BOOTSTRAP DEADLOCK: the apiserver cannot finish starting"
-            who = f'webhook "{lead.webhook}"' if lead.webhook else f"policy '{lead.policy}'"
-            cfg = f" (configuration {lead.configuration}, {lead.configuration_source})" if lead.configuration else ""
-            how = f"fails closed ({lead.cause})" if lead.mode == "closed" else "denies the request"
-            text = (f"{who}{cfg} {how} when kube-apiserver writes {', '.join(lead.blocked)}, which it must "
-                    f"write before it becomes ready. The webhook's "
-                    f"backend needs a ready apiserver to come back, so this will not heal by itself. Bypass it on "
-                    f"every control-plane node (remedies below, least invasive first), let the apiserver start, "
-                    f"repair the webhook, add matchConditions that keep bootstrap objects away from it, then "
-                    f"revert the bypass.")
-        else:
-            headline = "STUCK: the apiserver cannot finish starting"
-            text = lead.explanation
-        return Verdict("deadlocked", headline, text, True)
-    if err:
-        names = sorted({f.webhook for f in err if f.webhook})
-        headline = "DEGRADED: requests are failing at admission"
-        text = (f"{'Webhook(s) ' + ', '.join(names) if names else 'Admission'} refuse requests, but nothing in "
-                f"these logs shows the apiserver's own startup blocked. Workloads those webhooks intercept "
-                f"cannot be created or changed until the webhooks answer again.")
-        return Verdict("degraded", headline, text, True)
-    if warn:
-        names = sorted({f.webhook for f in warn if f.webhook})
-        return Verdict("leaking", "LEAKING: webhooks failed open and let requests through unchecked",
-                       f"{', '.join(names)} failed open. The cluster works, but requests those webhooks should have "
-                       f"checked were admitted; list them from the audit log and re-check them.", True)
-    return Verdict("clear", "nothing found",
-                   "No webhook failures, stuck post-start hooks or admission deadlocks in these logs.", False)
+    progress: Callable[[str, int], None] | None = None  # (source, bytes read so far), about every 64 MiB
 
 
 def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
@@ -567,11 +37,11 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
     year = opts.year or _dt.datetime.now(_dt.timezone.utc).year
     scanner = Scanner(signatures.ANCHORS, opts.engine)
     gate = signatures.RECORD_GATE.search
-    corr = Correlator(opts)
+    corr = Correlator(opts.max_evidence)
     total_bytes = total_lines = candidates = 0
     t0 = time.perf_counter()
     for src in srcs:
-        counted = _Counting(sources.read_chunks(src))
+        counted = _Counting(sources.read_chunks(src), src.name, opts.progress)
         try:
             for raw in scanner.records(counted):
                 candidates += 1
@@ -590,24 +60,31 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
             warnings.append(f"{src.name} is empty")
         total_bytes += counted.bytes
         total_lines += scanner.lines
-    findings = corr.findings()
+    found, verdict = _findings.build(corr)
     stats = ScanStats(sources=[s.name for s in srcs], bytes=total_bytes, lines=total_lines,
                       candidates=candidates, matched=corr.matched, engine=scanner.engine,
                       seconds=round(time.perf_counter() - t0, 3))
-    return Diagnosis(verdict=_verdict(findings), findings=findings,
-                     remedies=remedies.options(findings), stats=stats)
+    return Diagnosis(verdict=verdict, findings=found, remedies=remedies.options(found), stats=stats)
 
 
 class _Counting:
     """Pass chunks through, counting bytes on the way (the scanner counts lines)."""
 
-    def __init__(self, chunks: Iterable[bytes]) -> None:
+    PROGRESS_EVERY = 64 << 20
+
+    def __init__(self, chunks: Iterable[bytes], name: str = "", progress=None) -> None:
         self._chunks = chunks
+        self._name = name
+        self._progress = progress
         self.bytes = 0
 
     def __iter__(self):
+        next_report = self.PROGRESS_EVERY
         for c in self._chunks:
             self.bytes += len(c)
+            if self._progress and self.bytes >= next_report:
+                self._progress(self._name, self.bytes)
+                next_report += self.PROGRESS_EVERY
             yield c
 
 

@@ -97,8 +97,8 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
         method="kubeadm", order=3, applicable="yes" if stuck else "maybe",
         summary=f"kubeadm: add --disable-admission-plugins={flag} to /etc/kubernetes/manifests/kube-apiserver.yaml "
                 f"on every control-plane node (kubelet restarts the apiserver), then remove it.",
-        tradeoff=f"Same security gap as the Talos flag; a backup left inside the manifests directory would be "
-                 f"run by kubelet, so keep it outside.",
+        tradeoff="Same security gap as the Talos flag; a backup left inside the manifests directory would be "
+                 "run by kubelet, so keep it outside.",
         plugins=plugins,
         manual=["sudo cp /etc/kubernetes/manifests/kube-apiserver.yaml /root/kube-apiserver.yaml.breakglass",
                 f"# add '- --disable-admission-plugins={flag}' under the command; make sure none of these is in "

@@ -8,7 +8,6 @@ Errors a user can cause (missing file, truncated gzip, binary data) are ``BadInp
 from __future__ import annotations
 
 import errno
-import gzip
 import os
 import re
 import stat

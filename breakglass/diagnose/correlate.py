@@ -1,0 +1,241 @@
+"""Correlate events as they stream past, keeping bounded state.
+
+Findings are keyed by webhook and cause (or by hook, policy, component), so a log with
+ten million failures yields the same few accumulators, each with a count, first/last seen
+and a handful of evidence lines. Bootstrap objects are tied to webhooks three ways,
+strongest first: the same line names both (``direct``); the webhook failed within a
+moment of the apiserver trying to write the object (``time``); or a hook is stuck and a
+single fail-closed webhook is the only suspect (``probable``, decided in ``findings``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from breakglass.bootstrap import BlockedObject
+from breakglass.diagnose import causes, signatures
+from breakglass.diagnose.model import Event
+from breakglass.logs.record import LogRecord
+
+WINDOW_S = 2.0  # a webhook failure this close to a bootstrap write is taken as blocking it
+WINDOW_LINES = 4  # the same, for lines with no timestamp (ticket pastes)
+EVIDENCE_HEAD, EVIDENCE_TAIL = 3, 2
+
+
+class _Acc:
+    """Everything kept about one finding while the log streams past."""
+
+    __slots__ = ("key", "kind", "count", "echo_count", "first", "last", "head", "tail", "context", "webhook",
+                 "mode", "types", "urls", "services", "cause", "blocked", "hooks", "sources", "policy",
+                 "binding", "details", "hook", "obj", "blind", "bootstrap_hits", "success")
+
+    def __init__(self, key: tuple, kind: str, n_evidence: int) -> None:
+        self.key, self.kind = key, kind
+        self.count = self.echo_count = 0
+        self.first: LogRecord | None = None
+        self.last: LogRecord | None = None
+        self.head: list[LogRecord] = []
+        self.tail: deque[LogRecord] = deque(maxlen=max(0, n_evidence - EVIDENCE_HEAD) or 1)
+        self.context: list[tuple[LogRecord, str]] = []
+        self.webhook = self.mode = self.policy = self.binding = self.hook = None
+        self.types: set[str] = set()
+        self.urls: dict[str, int] = {}
+        self.services: dict[str, int] = {}
+        self.cause: causes.Cause | None = None
+        self.blocked: dict[BlockedObject, str] = {}
+        self.hooks: set[str] = set()
+        self.sources: set[str] = set()
+        self.details: dict[str, int] = {}
+        self.obj: BlockedObject | None = None
+        self.blind = False
+        self.bootstrap_hits = 0
+        self.success = False
+
+    def add(self, ev: Event, n_head: int) -> None:
+        rec = ev.record
+        if ev.echo:
+            self.echo_count += 1
+        else:
+            self.count += 1
+        if self.first is None:
+            self.first = rec
+        self.last = rec
+        if len(self.head) < n_head:
+            self.head.append(rec)
+        else:
+            self.tail.append(rec)
+        self.sources.add(rec.source)
+        if ev.url and len(self.urls) < 8:
+            self.urls[ev.url] = self.urls.get(ev.url, 0) + 1
+        if ev.service and len(self.services) < 8:
+            self.services[ev.service] = self.services.get(ev.service, 0) + 1
+        if ev.webhook_type:
+            self.types.add(ev.webhook_type)
+        if ev.detail and len(self.details) < 16:
+            self.details[ev.detail[:300]] = self.details.get(ev.detail[:300], 0) + 1
+
+    def link(self, obj: BlockedObject, how: str) -> None:
+        rank = {"direct": 3, "time": 2, "probable": 1}
+        if rank[how] > rank.get(self.blocked.get(obj, ""), 0):
+            self.blocked[obj] = how
+        self.hooks.add(obj.hook)
+
+    def note_context(self, rec: LogRecord, limit: int = 3) -> None:
+        if len(self.context) < limit and all(r is not rec for r, _ in self.context):
+            self.context.append((rec, "context"))
+
+
+@dataclass
+class _Recent:
+    """Recent bootstrap writes and webhook failures of one source, for time correlation."""
+
+    boots: deque = field(default_factory=lambda: deque(maxlen=64))
+    calls: deque = field(default_factory=lambda: deque(maxlen=256))
+
+
+def _near(a: LogRecord, b: LogRecord) -> bool:
+    if a.ts is not None and b.ts is not None:
+        return abs(a.ts - b.ts) <= WINDOW_S
+    return abs(a.line - b.line) <= WINDOW_LINES
+
+
+class Correlator:
+    def __init__(self, max_evidence: int = EVIDENCE_HEAD + EVIDENCE_TAIL) -> None:
+        self.max_evidence = max_evidence
+        self.accs: dict[tuple, _Acc] = {}
+        self.recent: dict[str, _Recent] = {}
+        self.last_leader: dict[str, str] = {}
+        self.matched = 0
+        self.denials_ignored = 0
+
+    def _acc(self, key: tuple, kind: str) -> _Acc:
+        acc = self.accs.get(key)
+        if acc is None:
+            acc = self.accs[key] = _Acc(key, kind, self.max_evidence)
+        return acc
+
+    def feed(self, events: Iterable[Event]) -> None:
+        for ev in events:
+            self.matched += 1
+            getattr(self, "_on_" + ev.kind.replace("-", "_"))(ev)
+
+    # -- webhook calls -------------------------------------------------------------------
+    def _on_webhook_call(self, ev: Event) -> None:
+        assert ev.webhook and ev.cause
+        if ev.mode == "open":
+            key = ("open", ev.webhook)
+            kind = "fail-open"
+        else:
+            key = ("call", ev.webhook, ev.cause.cls)
+            kind = "call"
+        acc = self._acc(key, kind)
+        acc.webhook = ev.webhook
+        acc.mode = ev.mode or acc.mode
+        acc.cause = acc.cause or ev.cause
+        acc.add(ev, EVIDENCE_HEAD)
+        if kind == "call":
+            self._tie(ev, acc)
+
+    def _on_webhook_denied(self, ev: Event) -> None:
+        assert ev.webhook
+        acc = self._acc(("deny", ev.webhook), "deny")
+        acc.webhook = ev.webhook
+        acc.add(ev, EVIDENCE_HEAD)
+        if ev.detail and signatures.WEBHOOK_BLIND.search(ev.detail):
+            acc.blind = True
+        self._tie(ev, acc)
+
+    def _on_policy_denied(self, ev: Event) -> None:
+        acc = self._acc(("policy", ev.policy, ev.binding), "policy")
+        acc.policy, acc.binding = ev.policy, ev.binding
+        acc.add(ev, EVIDENCE_HEAD)
+        self._tie(ev, acc)
+
+    def _count(self, ev: Event, kind: str, subject: str | None) -> _Acc:
+        """Events that only need counting, keyed by what they are about."""
+        acc = self._acc((kind, subject), kind)
+        acc.add(ev, EVIDENCE_HEAD)
+        return acc
+
+    def _on_webhook_canceled(self, ev: Event) -> None:
+        self._count(ev, "canceled", ev.webhook).webhook = ev.webhook
+
+    def _on_webhook_panic(self, ev: Event) -> None:
+        self._count(ev, "panic", ev.webhook).webhook = ev.webhook
+
+    def _tie(self, ev: Event, acc: _Acc) -> None:
+        """Tie a failing call or denial to the bootstrap write it blocked."""
+        if ev.obj is not None:
+            acc.link(ev.obj, "direct")
+            acc.bootstrap_hits += 1
+            return
+        recent = self.recent.setdefault(ev.record.source, _Recent())
+        for rec, obj in reversed(recent.boots):
+            if _near(rec, ev.record):
+                acc.link(obj, "time")
+                acc.note_context(rec)
+        recent.calls.append((ev.record, acc))
+
+    # -- the apiserver's own bootstrap -----------------------------------------------------
+    def _bootstrap(self, ev: Event, what: str) -> None:
+        assert ev.obj is not None
+        acc = self._acc(("boot", ev.obj.kind), "boot-" + what)
+        acc.obj = acc.obj or ev.obj
+        acc.hook = ev.obj.hook
+        if what == "ok":
+            acc.success = True
+            return
+        acc.kind = "boot-failure" if what == "failure" or acc.kind == "boot-failure" else acc.kind
+        acc.add(ev, EVIDENCE_HEAD)
+        recent = self.recent.setdefault(ev.record.source, _Recent())
+        recent.boots.append((ev.record, ev.obj))
+        for rec, call_acc in reversed(recent.calls):
+            if _near(rec, ev.record):
+                call_acc.link(ev.obj, "time")
+                call_acc.note_context(ev.record)
+
+    def _on_bootstrap_attempt(self, ev: Event) -> None:
+        self._bootstrap(ev, "attempt")
+
+    def _on_bootstrap_failure(self, ev: Event) -> None:
+        self._bootstrap(ev, "failure")
+
+    def _on_bootstrap_ok(self, ev: Event) -> None:
+        self._bootstrap(ev, "ok")
+
+    # -- hooks, readiness ------------------------------------------------------------------
+    def _on_hook_fatal(self, ev: Event) -> None:
+        self._count(ev, "hook-fatal", ev.hook).hook = ev.hook
+
+    def _on_readyz_hook(self, ev: Event) -> None:
+        self._count(ev, "readyz", ev.hook).hook = ev.hook
+
+    def _on_not_ready(self, ev: Event) -> None:
+        acc = self._count(ev, "not-ready", ev.detail)
+        acc.obj = acc.obj or ev.obj
+        acc.hook = ev.hook
+
+    def _on_leader_lost(self, ev: Event) -> None:
+        component = _component(ev.record, ev.detail)
+        if component == _UNKNOWN_COMPONENT:  # "leaderelection lost" names no lease: the last one seen here
+            component = self.last_leader.get(ev.record.source, component)
+        self.last_leader[ev.record.source] = component
+        acc = self._acc(("leader", component), "leader")
+        acc.hook = component
+        if ev.detail and "webhook" in ev.record.message:
+            acc.blind = True  # the lease write itself was refused by a webhook
+        acc.add(ev, EVIDENCE_HEAD)
+
+
+_UNKNOWN_COMPONENT = "a controller"
+
+
+def _component(rec: LogRecord, lease: str | None) -> str:
+    for name in ("kube-controller-manager", "kube-scheduler", "cloud-controller-manager"):
+        if (lease and name in lease) or name in rec.source or (rec.node and name in rec.node):
+            return name
+    return lease.rsplit("/", 1)[-1] if lease else _UNKNOWN_COMPONENT
+
+
