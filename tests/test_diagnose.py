@@ -220,3 +220,16 @@ def test_leader_election_loss_an_hour_away_from_the_failures_is_not_tied():
                    level="E", caller="leaderelection.go:297", t="0224 11:30:00.000000")
     d = diagnose_text(fail + "\n" + lost + "\n")
     assert {f.family for f in d.findings} == {"webhook-timeout"}
+
+
+def test_configuration_named_by_an_audit_annotation_beats_the_convention():
+    import json
+    ev = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "verb": "create", "stage": "ResponseComplete",
+          "objectRef": {"resource": "pods", "namespace": "web", "name": "p"}, "user": {"username": "u"},
+          "responseStatus": {"code": 201}, "stageTimestamp": "2026-02-24T15:32:50Z",
+          "annotations": {"mutation.webhook.admission.k8s.io/round_0_index_0":
+                          json.dumps({"configuration": "my-kyverno-mutating", "webhook": "mutate.kyverno.svc-fail",
+                                      "mutated": False})}}
+    text = json.dumps(ev) + "\n" + lb.klog(lb.fail_closed("mutate.kyverno.svc-fail", "connection refused")) + "\n"
+    [f] = diagnose_text(text).findings
+    assert (f.configuration, f.configuration_source) == ("my-kyverno-mutating", "log")

@@ -107,6 +107,7 @@ class Correlator:
         self.accs: dict[tuple, _Acc] = {}
         self.recent: dict[str, _Recent] = {}
         self.last_leader: dict[str, str] = {}
+        self.configurations: dict[str, str] = {}  # webhook -> configuration, when a log line names it
         self.matched = 0
         self.denials_ignored = 0
 
@@ -158,6 +159,11 @@ class Correlator:
         acc = self._acc((kind, subject), kind)
         acc.add(ev, EVIDENCE_HEAD)
         return acc
+
+    def _on_config_named(self, ev: Event) -> None:
+        self.matched -= 1  # bookkeeping, not an event about a problem
+        if ev.webhook and ev.detail and len(self.configurations) < 10_000:
+            self.configurations[ev.webhook] = ev.detail
 
     def _on_webhook_canceled(self, ev: Event) -> None:
         self._count(ev, "canceled", ev.webhook).webhook = ev.webhook

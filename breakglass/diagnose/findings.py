@@ -125,10 +125,11 @@ class Builder:
         hint = vendors.hint_for(a.webhook) if a.webhook else None
         wtype = next(iter(a.types)) if len(a.types) == 1 else (hint.webhook_type if hint else None)
         svc = _top(a.services) or (hint.service if hint else None)
+        named = self.c.configurations.get(a.webhook or "")
         return dict(
             webhook=a.webhook, webhook_type=wtype,
-            configuration=hint.configuration if hint else None,
-            configuration_source=f"convention: {hint.vendor}" if hint else None,
+            configuration=named or (hint.configuration if hint else None),
+            configuration_source="log" if named else (f"convention: {hint.vendor}" if hint else None),
             operator_note=hint.managed_note if hint else None,
             service=svc, url=_top(a.urls))
 

@@ -43,7 +43,9 @@ RECORD_GATE = re.compile(
     rb"(?i:failed\s*calling|failing\s*(?:open|closed)|denied\s*(?:the\s*)?request|rejected\s*by\s*webhook|"
     rb"calling\s*webhook|poststarthook|not\s*yet\s*ready|servicecidr|system\s*namespace|priorityclass|"
     rb"priority\s*classes|unable\s*to|apf\s*bootstrap|allocation\s*check|serviceip|lease|election|"
-    rb"stopped\s*leading|resource\s*lock)")
+    rb"stopped\s*leading|resource\s*lock|webhook\.admission)")
+# The mutation audit annotation names a webhook's configuration (shared reference §2).
+CONFIG_OF = re.compile(r'"configuration"\s*:\s*"(?P<cfg>[^"]+)"\s*,\s*"webhook"\s*:\s*"(?P<hook>[^"]+)"')
 
 _WS = r"\s*"
 _NAME = r'"(?P<hook>[^"\s]+)"'
@@ -288,6 +290,8 @@ def classify(rec: LogRecord) -> list[Event]:
     if m:
         lease = m["lease"] or m["lease2"]
         events.append(Event("leader-lost", rec, detail=lease, obj=None))
+    for m in CONFIG_OF.finditer(msg):
+        events.append(Event("config-named", rec, webhook=m["hook"], detail=m["cfg"], webhook_type="mutating"))
     return events
 
 

@@ -174,8 +174,11 @@ def _json_message(obj: dict, rec: dict) -> str:
         ts = obj.get("stageTimestamp") or obj.get("requestReceivedTimestamp")
         if isinstance(ts, str):
             rec["ts"] = parse_iso(ts)
+        # Mutating invocations carry {"configuration":…,"webhook":…}: the one place a log names the configuration.
+        notes = "".join(f" {k}={v}" for k, v in (obj.get("annotations") or {}).items()
+                        if isinstance(v, str) and "webhook.admission.k8s.io/" in k)
         return (f'audit {obj.get("verb", "")} {res} "{ref.get("name", "")}"{where} user={user} '
-                f'code={status.get("code", "")}: {status.get("message", "")}')
+                f'code={status.get("code", "")}: {status.get("message", "")}{notes}')
     if "MESSAGE" in obj:
         rec["fmt"] = "journald-json"
         rt = obj.get("__REALTIME_TIMESTAMP")
