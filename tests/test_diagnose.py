@@ -193,7 +193,8 @@ def test_remedies_are_ordered_and_name_the_exact_etcd_key():
 
 
 def test_unknown_webhook_type_disables_both_plugins():
-    d = diagnose_text(SERVICECIDR_ATTEMPT + "\n" + lb.klog(lb.fail_closed("acme.example.com", "connection refused")) + "\n")
+    line = lb.fail_closed("acme.example.com", "connection refused", url="https://acme.acme.svc:443/hook")
+    d = diagnose_text(SERVICECIDR_ATTEMPT + "\n" + lb.klog(line) + "\n")
     talos = next(r for r in d.remedies if r.method == "talos")
     assert talos.plugins == ["MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"]
 
@@ -233,3 +234,28 @@ def test_configuration_named_by_an_audit_annotation_beats_the_convention():
     text = json.dumps(ev) + "\n" + lb.klog(lb.fail_closed("mutate.kyverno.svc-fail", "connection refused")) + "\n"
     [f] = diagnose_text(text).findings
     assert (f.configuration, f.configuration_source) == ("my-kyverno-mutating", "log")
+
+
+def test_a_timeout_logged_after_the_write_still_ties_to_it():
+    url = "https://gatekeeper-webhook-service.gatekeeper-system.svc:443/v1/admit?timeout=10s"
+    text = "\n".join([
+        "I0224 15:32:50.000000       1 default_servicecidr_controller.go:166] Creating default ServiceCIDR with CIDRs: [10.96.0.0/12]",
+        lb.klog(lb.fail_closed("validation.gatekeeper.sh", "context deadline exceeded", url=url), t="0224 15:33:00.004000"),
+    ]) + "\n"
+    [f] = diagnose_text(text).findings
+    assert f.blocked == ['ServiceCIDR "kubernetes"'] and f.link == "time"
+
+
+def test_a_webhook_failure_minutes_away_from_the_write_is_not_tied():
+    text = "\n".join([
+        "I0224 15:32:50.000000       1 default_servicecidr_controller.go:166] Creating default ServiceCIDR with CIDRs: [10.96.0.0/12]",
+        lb.klog(lb.fail_closed("pods.guard.io", "connection refused"), t="0224 15:40:00.000000"),
+    ]) + "\n"
+    f = next(f for f in diagnose_text(text).findings if f.webhook == "pods.guard.io")
+    assert f.link != "time"
+
+
+def test_webhook_kind_from_the_url_path():
+    url = "https://cert-manager-webhook.cert-manager.svc:443/mutate?timeout=10s"
+    [f] = diagnose_text(lb.klog(lb.fail_closed("webhook.cert-manager.io", "EOF", url=url)) + "\n").findings
+    assert f.webhook_type == "mutating"

@@ -10,6 +10,7 @@ single fail-closed webhook is the only suspect (``probable``, decided in ``findi
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -95,10 +96,23 @@ class _Recent:
     calls: deque = field(default_factory=lambda: deque(maxlen=256))
 
 
-def _near(a: LogRecord, b: LogRecord) -> bool:
-    if a.ts is not None and b.ts is not None:
-        return abs(a.ts - b.ts) <= WINDOW_S
-    return abs(a.line - b.line) <= WINDOW_LINES
+_URL_TIMEOUT = re.compile(r"[?&]timeout=(\d+(?:\.\d+)?)s")
+
+
+def _near(write: LogRecord, call: LogRecord, call_timeout: float = 0.0) -> bool:
+    """Is a webhook failure close enough to a bootstrap write to have blocked it?
+
+    A failure is logged when the call gives up, so it may come the webhook's whole
+    timeoutSeconds after the write started.
+    """
+    if write.ts is not None and call.ts is not None:
+        return -WINDOW_S <= call.ts - write.ts <= WINDOW_S + call_timeout
+    return abs(write.line - call.line) <= WINDOW_LINES
+
+
+def _timeout_of(ev: Event) -> float:
+    m = _URL_TIMEOUT.search(ev.url or "")
+    return min(float(m[1]), 60.0) if m else 30.0 if ev.cause and ev.cause.cls == causes.TIMEOUT else 0.0
 
 
 class Correlator:
@@ -178,8 +192,9 @@ class Correlator:
             acc.bootstrap_hits += 1
             return
         recent = self.recent.setdefault(ev.record.source, _Recent())
+        timeout = _timeout_of(ev)
         for rec, obj in reversed(recent.boots):
-            if _near(rec, ev.record):
+            if _near(rec, ev.record, timeout):
                 acc.link(obj, "time")
                 acc.note_context(rec)
         recent.calls.append((ev.record, acc))

@@ -153,11 +153,18 @@ def _object_in(text: str) -> bootstrap.BlockedObject | None:
     return bootstrap.blocked(kind, name)
 
 
-def _webhook_type(hook: str, rec: LogRecord) -> str | None:
+def _webhook_type(hook: str, rec: LogRecord, url: str | None = None) -> str | None:
     caller = rec.caller or ""
     if caller.startswith("mutating/"):
         return "mutating"
     if caller.startswith("validating/"):
+        return "validating"
+    # Webhook servers route by path (/mutate…, /validate…): cert-manager uses one name for both kinds.
+    path = _SVC_HOST.match(url or "")
+    path = (path["path"] or "") if path else ""
+    if re.search(r"/mutat", path):
+        return "mutating"
+    if re.search(r"/validat|/admit", path):
         return "validating"
     return vendors.guess_type(hook)
 
@@ -168,7 +175,7 @@ def _call_event(rec: LogRecord, hook: str, err: str, mode: str | None, echo: boo
     if svc is None and cause.service:
         svc = cause.service
     return Event("webhook-call", rec, webhook=hook, mode=mode, echo=echo, url=url, service=svc, cause=cause,
-                 webhook_type=_webhook_type(hook, rec), detail=(err or "")[:2000])
+                 webhook_type=_webhook_type(hook, rec, url), detail=(err or "")[:2000])
 
 
 def _boot_context(msg: str) -> tuple[bootstrap.BlockedObject | None, str | None]:
