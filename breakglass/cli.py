@@ -38,7 +38,7 @@ app = typer.Typer(
     help="Bring a Kubernetes control plane back when admission webhooks have locked it up.",
     epilog="Exit codes: 0 ok/nothing found, 1 bug, 2 bad input, 3 problem found, 4 target changed, "
            "5 unreachable, 130 interrupted.",
-    no_args_is_help=True,
+    invoke_without_command=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -89,6 +89,14 @@ def _print_json(kind: str, result: Any, code: int, warnings: list[str]) -> None:
     print(dumps(envelope(kind, result, code, warnings)))
 
 
+@app.callback()
+def _root(ctx: typer.Context) -> None:
+    # The wizard (a later issue) takes this place on a terminal; until then, plain help and exit 0.
+    if ctx.invoked_subcommand is None:
+        print(ctx.get_help())
+        raise typer.Exit(0)
+
+
 @app.command()
 def diagnose(
     logs: Annotated[Optional[List[str]], typer.Argument(
@@ -112,7 +120,7 @@ def diagnose(
 
       breakglass diagnose /var/log/pods/kube-system_kube-apiserver-*/
 
-      talosctl -n 10.0.0.2 logs -k kube-system/kube-apiserver-cp1:kube-apiserver | breakglass diagnose
+      talosctl -n 10.0.0.2 logs -k POD:kube-apiserver | breakglass diagnose
 
       breakglass diagnose apiserver.log.gz ticket-paste.txt -o json
 
