@@ -73,6 +73,12 @@ def by_resource(resource: str) -> BootstrapKind | None:
     return _BY_RESOURCE.get(r) or _BY_KIND.get(r)
 
 
+def blocks_readiness(kind: str) -> bool:
+    """Must the apiserver write this kind before /readyz passes? Unknown kinds: no."""
+    k = by_resource(kind)
+    return bool(k and k.blocks_readiness)
+
+
 def by_hook(hook: str) -> list[BootstrapKind]:
     return _BY_HOOK.get(hook.removeprefix("poststarthook/"), [])
 

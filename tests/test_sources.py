@@ -82,7 +82,7 @@ def test_pod_log_directory_order_and_broken_member_is_a_warning(tmp_path):
     (d / "0.log.20260224-153250.gz").write_bytes(gzip.compress(LINE))
     (d / "0.log.20260224-150000.gz").write_bytes(gzip.compress(LINE)[:-10])  # kubelet was compressing it
     (d / "1.log").write_bytes(LINE)
-    srcs, _ = sources.expand([str(tmp_path)])
+    srcs = sources.expand([str(tmp_path)])
     assert [os.path.basename(s.name) for s in srcs] == [
         "0.log.20260224-150000.gz", "0.log.20260224-153250.gz", "0.log", "1.log"]
     diag, warnings = diagnose_paths([str(tmp_path)])

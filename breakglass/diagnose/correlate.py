@@ -30,7 +30,7 @@ class _Acc:
 
     __slots__ = ("key", "kind", "count", "echo_count", "first", "last", "head", "tail", "context", "webhook",
                  "mode", "types", "urls", "services", "cause", "blocked", "hooks", "sources", "policy",
-                 "binding", "details", "hook", "obj", "blind", "bootstrap_hits", "success")
+                 "binding", "details", "hook", "obj", "blind", "success")
 
     def __init__(self, key: tuple, kind: str, n_evidence: int) -> None:
         self.key, self.kind = key, kind
@@ -51,7 +51,6 @@ class _Acc:
         self.details: dict[str, int] = {}
         self.obj: BlockedObject | None = None
         self.blind = False
-        self.bootstrap_hits = 0
         self.success = False
 
     def add(self, ev: Event, n_head: int) -> None:
@@ -123,7 +122,6 @@ class Correlator:
         self.last_leader: dict[str, str] = {}
         self.configurations: dict[str, str] = {}  # webhook -> configuration, when a log line names it
         self.matched = 0
-        self.denials_ignored = 0
 
     def _acc(self, key: tuple, kind: str) -> _Acc:
         acc = self.accs.get(key)
@@ -189,7 +187,6 @@ class Correlator:
         """Tie a failing call or denial to the bootstrap write it blocked."""
         if ev.obj is not None:
             acc.link(ev.obj, "direct")
-            acc.bootstrap_hits += 1
             return
         recent = self.recent.setdefault(ev.record.source, _Recent())
         timeout = _timeout_of(ev)

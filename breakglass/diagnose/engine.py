@@ -89,6 +89,6 @@ class _Counting:
 
 
 def diagnose_paths(paths: list[str], opts: Options | None = None, stdin: BinaryIO | None = None) -> tuple[Diagnosis, list[str]]:
-    srcs, warnings = sources.expand(paths, stdin=stdin)
-    diag = diagnose_sources(srcs, opts, warnings)
+    warnings: list[str] = []
+    diag = diagnose_sources(sources.expand(paths, stdin=stdin), opts, warnings)
     return diag, warnings

@@ -42,6 +42,28 @@ def _evidence(acc: _Acc, n: int) -> list[Evidence]:
     return ev
 
 
+def _is_stuck(a: _Acc) -> bool:
+    """Does this accumulator show a post-start hook that cannot finish?"""
+    if not a.hook:
+        return False
+    if a.kind in ("hook-fatal", "readyz", "not-ready"):
+        return True
+    if a.kind == "boot-failure":
+        return not a.success
+    return a.kind == "boot-attempt" and not a.success and a.count >= 3  # the ServiceCIDR burst
+
+
+def _add_evidence(evidence: list[Evidence], accs: list[_Acc], role: str, limit: int | None = None) -> None:
+    """Add the first and last line of each accumulator, once each, up to ``limit`` lines in all."""
+    for acc in accs:
+        for rec in [acc.first] + ([acc.last] if acc.last is not acc.first else []):
+            if rec is None or any(e.location == rec.location for e in evidence):
+                continue
+            if limit is not None and len(evidence) >= limit:
+                return
+            evidence.append(Evidence(rec.location, rec.raw[:MAX_TEXT], role, _fmt_time(rec)))
+
+
 def _top(d: dict[str, int]) -> str | None:
     return max(d, key=d.get) if d else None
 
@@ -56,21 +78,15 @@ class Builder:
     def build(self) -> list[Finding]:
         accs = list(self.c.accs.values())
         calls = [a for a in accs if a.kind in ("call", "deny", "policy")]
-        blockers = [a for a in calls if a.kind != "deny" or a.blocked or a.blind]
-        stuck_hooks = {a.hook for a in accs if a.kind in ("hook-fatal", "readyz", "not-ready") and a.hook}
-        stuck_hooks |= {a.hook for a in accs if a.kind == "boot-failure" and not a.success and a.hook}
-        # A stuck hook and a single suspect: tie them, labelled as a guess.
-        closed = [a for a in blockers if a.mode != "open"]
-        for hook in stuck_hooks:
-            if any(hook in a.hooks for a in closed):
-                continue
-            if len(closed) == 1:
+        stuck = [a for a in accs if _is_stuck(a)]
+        # A stuck hook and a single suspect failing closed: tie them, labelled as a guess.
+        # (A burst of unanswered attempts alone is too weak for that.)
+        closed = [a for a in calls if (a.kind != "deny" or a.blocked or a.blind) and a.mode != "open"]
+        if len(closed) == 1:
+            for hook in {a.hook for a in stuck if a.kind != "boot-attempt"} - closed[0].hooks:
                 for kind in bootstrap.by_hook(hook)[:1]:
                     closed[0].link(bootstrap.blocked(kind), "probable")
-        # Repeated attempts with no success (the ServiceCIDR burst) are a stuck hook too.
-        for a in accs:
-            if a.kind == "boot-attempt" and not a.success and a.count >= 3 and a.hook:
-                stuck_hooks.add(a.hook)
+        stuck_hooks = {a.hook for a in stuck}
 
         findings: list[Finding] = []
         explained: set[str] = set()
@@ -81,13 +97,10 @@ class Builder:
             findings.append(f)
             if f.bootstrap_deadlock:
                 explained |= set(f.hooks)
-                self._attach_hook_context(a, f)
+                _add_evidence(f.evidence, [o for o in stuck if o.hook in f.hooks], "context", self.n + 6)
         by_hook: dict[str, list[_Acc]] = {}
-        for a in accs:
-            stuck = (a.kind in ("hook-fatal", "readyz", "not-ready")
-                     or (a.kind == "boot-failure" and not a.success)
-                     or (a.kind == "boot-attempt" and not a.success and a.count >= 3))
-            if stuck and a.hook and a.hook not in explained:
+        for a in stuck:
+            if a.hook not in explained:
                 by_hook.setdefault(a.hook, []).append(a)
         for group in by_hook.values():
             findings.append(self._hook_finding(group))
@@ -105,16 +118,6 @@ class Builder:
         for i, f in enumerate(findings, 1):
             f.id = f"F{i}"
         return findings
-
-    def _attach_hook_context(self, a: _Acc, f: Finding) -> None:
-        for other in self.c.accs.values():
-            if other.kind in ("hook-fatal", "readyz", "not-ready", "boot-failure", "boot-attempt") \
-                    and other.hook in f.hooks and other.first is not None:
-                for rec in [other.first] + ([other.last] if other.last is not other.first else []):
-                    if any(e.location == rec.location for e in f.evidence):
-                        continue
-                    if len(f.evidence) < self.n + 6:
-                        f.evidence.append(Evidence(rec.location, rec.raw[:MAX_TEXT], "context", _fmt_time(rec)))
 
     def _base(self, a: _Acc, **kw) -> dict:
         return dict(
@@ -137,10 +140,9 @@ class Builder:
         blocked = sorted(a.blocked, key=lambda o: (o.kind, o.name or ""))
         links = set(a.blocked.values())
         link = next((h for h in ("direct", "time", "probable") if h in links), None)
-        readiness = [o for o in blocked if (bootstrap.by_resource(o.kind) or bootstrap.BOOTSTRAP_KINDS[0]).blocks_readiness]
+        readiness = [o for o in blocked if bootstrap.blocks_readiness(o.kind)]
         deadlock = bool(readiness) and (link in ("direct", "time") or bool(stuck_hooks & {o.hook for o in readiness}))
         if a.kind == "deny" and not blocked and not a.blind:
-            self.c.denials_ignored += a.count
             return None  # a webhook doing its job
         if a.kind == "policy" and not blocked:
             return None
@@ -238,10 +240,7 @@ class Builder:
                             f"handle request\": admission (webhook or policy informers) had not synced.")
         explanation += " No webhook is named in these lines; look for webhook failures in earlier logs or other nodes."
         base = self._base(a)
-        for g in group[1:]:
-            for rec in [g.first] + ([g.last] if g.last is not g.first else []):
-                if rec is not None and not any(e.location == rec.location for e in base["evidence"]):
-                    base["evidence"].append(Evidence(rec.location, rec.raw[:MAX_TEXT], "failure", _fmt_time(rec)))
+        _add_evidence(base["evidence"], group[1:], "failure")
         base["sources"] = sorted(set().union(*(g.sources for g in group)))
         return Finding(family="admission-not-ready" if not_ready else "bootstrap-stuck",
                        severity=severity, title=title, explanation=explanation,

@@ -30,7 +30,6 @@ class Event:
     policy: str | None = None
     binding: str | None = None
     detail: str | None = None  # denial message, hook error, lease name, …
-    success: bool = False  # a bootstrap step that finished (clears a suspicion)
 
 
 @dataclass
@@ -70,10 +69,6 @@ class Finding:
     bootstrap_deadlock: bool = False
     policy: str | None = None
     binding: str | None = None
-
-    @property
-    def needs_action(self) -> bool:
-        return SEVERITY_RANK[self.severity] >= SEVERITY_RANK[WARNING]
 
 
 @dataclass

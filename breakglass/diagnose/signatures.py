@@ -13,7 +13,6 @@ least one of them (a test checks this), so nothing a signature could match is sk
 from __future__ import annotations
 
 import re
-from typing import Callable
 
 from breakglass import bootstrap, vendors
 from breakglass.diagnose import causes
@@ -290,7 +289,7 @@ def classify(rec: LogRecord) -> list[Event]:
             b = pat.search(msg)
             if b:
                 obj = _boot_object(kind_name, b)
-                events.append(Event("bootstrap-" + what, rec, obj=obj, hook=obj.hook, success=what == "ok"))
+                events.append(Event("bootstrap-" + what, rec, obj=obj, hook=obj.hook))
                 break
 
     m = LEADER.search(msg)
@@ -309,5 +308,3 @@ PATTERNS: dict[str, re.Pattern] = {
     "readyz-item": READYZ_ITEM, "readyz-log": READYZ_LOG, "not-ready": NOT_READY, "leader": LEADER,
     **{f"boot-{i}": p for i, (p, _, _) in enumerate(_BOOT)},
 }
-
-Classifier = Callable[[LogRecord], list[Event]]

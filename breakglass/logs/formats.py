@@ -255,22 +255,21 @@ def parse_record(text: str, source: str, line: int, end_line: int, year: int) ->
     pieces: list[str] = []
     first: _Peeled | None = None
     joined_partial = False
-    for i, pl in enumerate(physical):
+    for pl in physical:
         pl = pl.rstrip("\r")
         peeled = _peel_outer(pl)
         if first is None:
             first = peeled
             pieces.append(peeled.msg)
-        elif joined_partial or peeled.fmt:
-            if joined_partial:
-                pieces[-1] += peeled.msg
-            else:
-                pieces.append(peeled.msg)
-        else:
+        elif joined_partial:  # CRI P line: the rest follows directly
+            pieces[-1] += peeled.msg
+        elif peeled.fmt:
+            pieces.append(peeled.msg)
+        else:  # a wrapped continuation keeps its text, minus ticket quoting
             pieces.append(_QUOTE_PREFIX.sub("", pl, count=1) if pl[:1] in ">|" else pl)
         joined_partial = peeled.partial
     assert first is not None
-    body = _join([p for p in pieces if p is not None]) if len(pieces) > 1 else pieces[0]
+    body = _join(pieces)
 
     rec: dict = {"ts": first.ts, "node": first.node, "caller": None, "fmt": "+".join(first.fmt)}
     year_known = first.year_known

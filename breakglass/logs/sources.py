@@ -65,10 +65,9 @@ def _file_source(path: str, lenient: bool = False) -> LogSource:
     return LogSource(name=path, opener=lambda: open(path, "rb"), lenient=lenient)
 
 
-def expand(paths: list[str], stdin: BinaryIO | None = None) -> tuple[list[LogSource], list[str]]:
-    """Resolve command-line arguments to sources; returns (sources, warnings)."""
+def expand(paths: list[str], stdin: BinaryIO | None = None) -> list[LogSource]:
+    """Resolve command-line arguments to sources."""
     sources: list[LogSource] = []
-    warnings: list[str] = []
     for p in paths:
         if p == "-":
             stream = stdin if stdin is not None else sys.stdin.buffer
@@ -94,7 +93,7 @@ def expand(paths: list[str], stdin: BinaryIO | None = None) -> tuple[list[LogSou
                 sources.append(_file_source(full, lenient=True))
         else:
             sources.append(_file_source(p))
-    return sources, warnings
+    return sources
 
 
 def read_chunks(src: LogSource, chunk: int | None = None) -> Iterator[bytes]:
