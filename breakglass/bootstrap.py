@@ -19,6 +19,10 @@ class BootstrapKind:
     names: tuple[str, ...] = ()  # well-known object names, when fixed
     namespaces: tuple[str, ...] = ()  # () for cluster-scoped kinds
     blocks_readiness: bool = True  # the hook must finish before /readyz passes
+    since: tuple[int, int] = (1, 0)  # first Kubernetes version whose apiserver writes it at start
+    labels: tuple[tuple[str, str], ...] = ()  # labels the apiserver puts on the objects (for objectSelector)
+    # Written on every start or upgrade (created, reconciled or status-updated), not only when missing.
+    every_start: bool = True
 
     @property
     def cluster_scoped(self) -> bool:
@@ -30,20 +34,24 @@ class BootstrapKind:
 
 
 BOOTSTRAP_KINDS: tuple[BootstrapKind, ...] = (
+    # MultiCIDRServiceAllocator is on by default (GA) from 1.33: before it, neither is written.
     BootstrapKind("ServiceCIDR", "networking.k8s.io", "servicecidrs",
-                  "start-kubernetes-service-cidr-controller", ("kubernetes",)),
-    BootstrapKind("IPAddress", "networking.k8s.io", "ipaddresses", "start-service-ip-repair-controllers"),
+                  "start-kubernetes-service-cidr-controller", ("kubernetes",), since=(1, 33)),
+    BootstrapKind("IPAddress", "networking.k8s.io", "ipaddresses", "start-service-ip-repair-controllers",
+                  since=(1, 33)),
     BootstrapKind("Namespace", "", "namespaces", "start-system-namespaces-controller",
-                  ("kube-system", "kube-public", "kube-node-lease", "default")),
+                  ("kube-system", "kube-public", "kube-node-lease", "default"), every_start=False),
     BootstrapKind("PriorityClass", "scheduling.k8s.io", "priorityclasses",
                   "scheduling/bootstrap-system-priority-classes",
-                  ("system-node-critical", "system-cluster-critical")),
-    BootstrapKind("ClusterRole", "rbac.authorization.k8s.io", "clusterroles", "rbac/bootstrap-roles"),
-    BootstrapKind("ClusterRoleBinding", "rbac.authorization.k8s.io", "clusterrolebindings", "rbac/bootstrap-roles"),
+                  ("system-node-critical", "system-cluster-critical"), every_start=False),
+    BootstrapKind("ClusterRole", "rbac.authorization.k8s.io", "clusterroles", "rbac/bootstrap-roles",
+                  labels=(("kubernetes.io/bootstrapping", "rbac-defaults"),)),
+    BootstrapKind("ClusterRoleBinding", "rbac.authorization.k8s.io", "clusterrolebindings", "rbac/bootstrap-roles",
+                  labels=(("kubernetes.io/bootstrapping", "rbac-defaults"),)),
     BootstrapKind("Role", "rbac.authorization.k8s.io", "roles", "rbac/bootstrap-roles",
-                  namespaces=("kube-system", "kube-public")),
+                  namespaces=("kube-system", "kube-public"), labels=(("kubernetes.io/bootstrapping", "rbac-defaults"),)),
     BootstrapKind("RoleBinding", "rbac.authorization.k8s.io", "rolebindings", "rbac/bootstrap-roles",
-                  namespaces=("kube-system", "kube-public")),
+                  namespaces=("kube-system", "kube-public"), labels=(("kubernetes.io/bootstrapping", "rbac-defaults"),)),
     BootstrapKind("FlowSchema", "flowcontrol.apiserver.k8s.io", "flowschemas",
                   "priority-and-fairness-config-producer"),
     BootstrapKind("PriorityLevelConfiguration", "flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations",
@@ -51,13 +59,21 @@ BOOTSTRAP_KINDS: tuple[BootstrapKind, ...] = (
     BootstrapKind("Lease", "coordination.k8s.io", "leases", "start-kube-apiserver-identity-lease-controller",
                   namespaces=("kube-system",), blocks_readiness=False),
     BootstrapKind("Service", "", "services", "bootstrap-controller", ("kubernetes",), ("default",),
-                  blocks_readiness=False),
+                  blocks_readiness=False, labels=(("component", "apiserver"), ("provider", "kubernetes"))),
     BootstrapKind("Endpoints", "", "endpoints", "bootstrap-controller", ("kubernetes",), ("default",),
-                  blocks_readiness=False),
+                  blocks_readiness=False, labels=(("endpointslice.kubernetes.io/skip-mirror", "true"),)),
     BootstrapKind("EndpointSlice", "discovery.k8s.io", "endpointslices", "bootstrap-controller",
                   ("kubernetes",), ("default",), blocks_readiness=False),
     BootstrapKind("ConfigMap", "", "configmaps", "start-cluster-authentication-info-controller",
                   ("extension-apiserver-authentication",), ("kube-system",)),
+)
+
+# Not written by the apiserver, but a cluster cannot recover without them: kubelets register
+# and renew Nodes and node Leases, controllers renew their leader Leases.
+RECOVERY_KINDS: tuple[BootstrapKind, ...] = (
+    BootstrapKind("Node", "", "nodes", "kubelet registration", blocks_readiness=False, every_start=False),
+    BootstrapKind("Lease", "coordination.k8s.io", "leases", "node heartbeats and leader election",
+                  namespaces=("kube-node-lease", "kube-system"), blocks_readiness=False, every_start=False),
 )
 
 _BY_RESOURCE = {k.resource: k for k in BOOTSTRAP_KINDS}

@@ -24,6 +24,21 @@ class Output(str, enum.Enum):
     json = "json"
 
 
+class Source(str, enum.Enum):
+    auto = "auto"
+    file = "file"
+    api = "api"
+    etcd = "etcd"
+
+
+class Severity(str, enum.Enum):
+    info = "info"
+    low = "low"
+    medium = "medium"
+    high = "high"
+    critical = "critical"
+
+
 class Engine(str, enum.Enum):
     auto = "auto"
     hyperscan = "hyperscan"
@@ -150,6 +165,131 @@ def diagnose(
             from breakglass import render  # noqa: PLC0415
 
             print(render.diagnosis(diag, warnings, verbose))
+        return code
+
+    _run(output, verbose, body)
+
+
+# -- where admission configurations come from (shared by webhooks and audit) -------------------
+FileOpt = Annotated[Optional[List[str]], typer.Option(
+    "--file", "-f", help="YAML or JSON file (kubectl get -o yaml, List, multi-document). Repeatable.",
+    show_default=False)]
+SourceOpt = Annotated[Source, typer.Option(
+    help="Where to read: file (with --file), api (kubeconfig), etcd; auto picks file if --file is given, "
+         "etcd if --etcd-endpoints is, else api.")]
+KubeconfigOpt = Annotated[Optional[str], typer.Option(help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config).",
+                                                      show_default=False)]
+ContextOpt = Annotated[Optional[str], typer.Option(help="kubeconfig context.", show_default=False)]
+EtcdEndpointsOpt = Annotated[Optional[str], typer.Option(
+    help="etcd endpoints, comma-separated (default: $ETCDCTL_ENDPOINTS, 127.0.0.1:2379).", show_default=False)]
+EtcdCacertOpt = Annotated[Optional[str], typer.Option(help="etcd CA file (default: $ETCDCTL_CACERT).",
+                                                      show_default=False)]
+EtcdCertOpt = Annotated[Optional[str], typer.Option(help="etcd client certificate (default: $ETCDCTL_CERT).",
+                                                    show_default=False)]
+EtcdKeyOpt = Annotated[Optional[str], typer.Option(help="etcd client key (default: $ETCDCTL_KEY).",
+                                                   show_default=False)]
+EtcdPrefixOpt = Annotated[str, typer.Option(help="kube-apiserver --etcd-prefix.")]
+TimeoutOpt = Annotated[Optional[float], typer.Option(
+    min=0.1, help="Seconds to wait for the API or etcd (default: 10, or $ETCDCTL_COMMAND_TIMEOUT).",
+    show_default=False)]
+TargetOpt = Annotated[Optional[str], typer.Option(
+    help="Kubernetes version to audit for, e.g. 1.33 (default: the newest rules).", show_default=False)]
+
+
+def _spec(files, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix,
+          timeout):
+    from breakglass.webhooks.sources import SourceSpec  # noqa: PLC0415
+
+    return SourceSpec(files=list(files or []), source=source.value, kubeconfig=kubeconfig, context=context,
+                      etcd_endpoints=etcd_endpoints, etcd_cacert=etcd_cacert, etcd_cert=etcd_cert,
+                      etcd_key=etcd_key, etcd_prefix=etcd_prefix, timeout=timeout)
+
+
+@app.command()
+def webhooks(
+    file: FileOpt = None, source: SourceOpt = Source.auto, kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None, etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None,
+    etcd_cert: EtcdCertOpt = None, etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry",
+    timeout: TimeoutOpt = None, target_version: TargetOpt = None,
+    output: OutputOpt = Output.text, verbose: VerboseOpt = False,
+) -> None:
+    """List admission webhooks and policies: what they intercept, how they fail, what backs them.
+
+    Reads files, the live API, or etcd directly when the apiserver is down (only the
+    admission key prefixes are read). BOOTSTRAP KINDS names the objects kube-apiserver
+    writes at start (or a cluster needs to recover) that the webhook sees.
+
+    Examples:
+
+      breakglass webhooks
+
+      kubectl get validatingwebhookconfigurations -o yaml | breakglass webhooks -f -
+
+      breakglass webhooks --etcd-endpoints https://10.0.0.2:2379 --etcd-cacert ca.crt --etcd-cert c.crt --etcd-key c.key
+    """
+
+    def body() -> int:
+        from breakglass.webhooks import listing as _listing  # noqa: PLC0415
+        from breakglass.webhooks import sources as _sources  # noqa: PLC0415
+
+        inv = _sources.load(_spec(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert,
+                                  etcd_cert, etcd_key, etcd_prefix, timeout))
+        li = _listing.listing(inv, target_version)
+        if output is Output.json:
+            _print_json("WebhookList", li, 0, inv.warnings)
+        else:
+            from breakglass import render  # noqa: PLC0415
+
+            print(render.listing(li, inv.warnings))
+        return 0
+
+    _run(output, verbose, body)
+
+
+@app.command()
+def audit(
+    file: FileOpt = None, source: SourceOpt = Source.auto, kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None, etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None,
+    etcd_cert: EtcdCertOpt = None, etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry",
+    timeout: TimeoutOpt = None, target_version: TargetOpt = None,
+    fail_on: Annotated[Severity, typer.Option(help="Exit 3 when a risk of this severity or worse is found.")]
+    = Severity.high,
+    output: OutputOpt = Output.text, verbose: VerboseOpt = False,
+) -> None:
+    """Audit admission webhooks and policies for deadlock risk, with the matchConditions fix.
+
+    Flags webhooks that fail closed on objects kube-apiserver writes at start
+    (ServiceCIDR, IPAddress, system Namespaces, PriorityClasses, RBAC, flow control, …)
+    or that a cluster needs to recover (Nodes, Leases), webhooks that intercept their own
+    pods, long timeouts and missing matchConditions. Run it before an upgrade with
+    --target-version.
+
+    Examples:
+
+      breakglass audit --target-version 1.33
+
+      breakglass audit -f examples/webhooks/kyverno-risky.yaml
+
+      breakglass audit --fail-on critical -o json     # in a CI pipeline
+    """
+
+    def body() -> int:
+        from breakglass.webhooks import audit as _audit  # noqa: PLC0415
+        from breakglass.webhooks import sources as _sources  # noqa: PLC0415
+
+        _audit.parse_version(target_version)  # a bad version is bad input before any connection
+        inv = _sources.load(_spec(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert,
+                                  etcd_cert, etcd_key, etcd_prefix, timeout))
+        rep = _audit.audit(inv.configs, target_version)
+        worst = _audit.RANK[rep.worst] if rep.worst else -1
+        code = int(ExitCode.FOUND if worst >= _audit.RANK[fail_on.value] else ExitCode.OK)
+        if output is Output.json:
+            _print_json("AuditReport", rep, code, inv.warnings + inv.opaque)
+        else:
+            from breakglass import render  # noqa: PLC0415
+
+            print(render.audit_report(rep, inv.warnings + [f"encrypted, not audited: {k}" for k in inv.opaque],
+                                      verbose))
         return code
 
     _run(output, verbose, body)

@@ -69,3 +69,64 @@ def diagnosis(d: Diagnosis, warnings: list[str], verbose: bool = False) -> str:
     for w in warnings:
         out.append(f"warning: {w}")
     return "\n".join(out)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*headers).rstrip()] + [fmt.format(*r).rstrip() for r in rows]
+
+
+def listing(li, warnings: list[str]) -> str:
+    rows = []
+    for r in li.rows:
+        rows.append([
+            r.kind, r.configuration, r.webhook or "-", r.failure_policy or "-",
+            f"{r.timeout_seconds}s" if r.timeout_seconds else "-",
+            _clip("; ".join(r.intercepts) or "-", 48), _clip(r.backend, 48),
+            ",".join(r.bootstrap) or "-",
+        ])
+    out = _table(["KIND", "NAME", "WEBHOOK", "POLICY", "TIMEOUT", "INTERCEPTS", "BACKEND", "BOOTSTRAP KINDS"], rows)
+    if not rows:
+        out = ["no admission configurations found"]
+    out.append("")
+    out.append(f"from {', '.join(li.sources)}: {len(li.rows)} webhook(s) and policies")
+    for key in li.opaque:
+        out.append(f"encrypted, not readable: {key}")
+    for w in warnings:
+        out.append(f"warning: {w}")
+    return "\n".join(out)
+
+
+def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
+    out = []
+    counts: dict[str, int] = {}
+    for f in rep.findings:
+        counts[f.severity] = counts.get(f.severity, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda x: -_SEV.index(x[0]))) or "no risks"
+    target = f" for Kubernetes {rep.target_version}" if rep.target_version else ""
+    out.append(f"audit of {rep.configurations} configuration(s), {rep.webhooks} webhook(s){target}: {summary}")
+    for f in rep.findings:
+        if f.severity in ("info", "low") and not verbose:
+            continue
+        out.append("")
+        out.append(f"[{f.id}] {f.severity.upper()}  {f.rule}: {f.title}")
+        out.append(f"    configuration: {f.configuration}  ({f.source})")
+        out += _wrap(f.explanation, "    ")
+        if f.fix:
+            out.append("    fix: add these matchConditions (strategic merge patch):")
+            out += ["      " + line for line in f.fix.patch_yaml.rstrip().splitlines()]
+            out.append("    or:")
+            out.append(f"      $ {f.fix.command}")
+            if f.fix.vendor_note:
+                out += _wrap("caveat: " + f.fix.vendor_note, "    ")
+    hidden = sum(1 for f in rep.findings if f.severity in ("info", "low"))
+    if hidden and not verbose:
+        out.append("")
+        out.append(f"({hidden} low/info finding(s) not shown; --verbose shows them)")
+    for w in warnings:
+        out.append(f"warning: {w}")
+    return "\n".join(out)
+
+
+_SEV = ["info", "low", "medium", "high", "critical"]

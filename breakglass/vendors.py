@@ -81,3 +81,15 @@ def guess_type(webhook: str) -> str | None:
     if "valid" in low or "policy" in low:
         return "validating"
     return None
+
+
+def hint_for_configuration(name: str, labels: dict[str, str]) -> VendorHint | None:
+    """The vendor of a configuration, by its well-known name or by its labels."""
+    for _, hint in _RULES:
+        if hint.configuration == name:
+            return hint
+    text = (name + " " + " ".join(f"{k}={v}" for k, v in labels.items())).lower()
+    for _, hint in _RULES:
+        if hint.vendor.lower().split()[0] in text:
+            return hint
+    return None

@@ -12,6 +12,8 @@ case "${1:-}" in
     ;;
   test)
     command -v grep >/dev/null || want+=(grep)
+    command -v etcd >/dev/null || want+=(etcd-server)      # tests start a real etcd on loopback
+    command -v etcdctl >/dev/null || want+=(etcd-client)   # benchmarks compare against etcdctl
     ;;
   *) echo "usage: $0 python|test" >&2; exit 2 ;;
 esac

@@ -29,3 +29,29 @@ def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None, tim
 @pytest.fixture
 def diag():
     return diagnose_text
+
+
+@pytest.fixture(scope="session")
+def etcd_server(tmp_path_factory):
+    from tests import etcd_server as es
+    srv = es.start(str(tmp_path_factory.mktemp("etcd")))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def etcd_tls(tmp_path_factory):
+    from tests import etcd_server as es
+    srv = es.start(str(tmp_path_factory.mktemp("etcd-tls")), tls=True)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def etcd_clean(etcd_server):
+    """The plain etcd, emptied before the test (tests share one server)."""
+    from tests import etcd_server as es
+    c = es.raw_client(etcd_server)
+    c.delete_prefix(b"/")
+    yield etcd_server
+    c.close()

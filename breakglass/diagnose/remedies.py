@@ -114,6 +114,7 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
                 "the webhook at once, without a restart.",
         tradeoff="Surgical (only the culprit goes), but bypasses the apiserver and its audit log; an operator "
                  "may recreate the configuration.",
-        targets=named, manual=etcd_manual or ["# the configuration name is not in the logs: list them first "
-                                              "(etcdctl get /registry/validatingwebhookconfigurations/ --prefix --keys-only)"]))
+        targets=named, manual=etcd_manual or [
+            "# the configuration name is not in the logs: list what etcd holds, webhooks and all",
+            "breakglass webhooks --etcd-endpoints https://127.0.0.1:2379 --etcd-cacert ... --etcd-cert ... --etcd-key ..."]))
     return opts

@@ -1,0 +1,206 @@
+"""etcd access: the only module that imports the etcd client.
+
+The client is python-etcd3's API through its maintained fork, ``etcd-sdk-python``
+(import name ``pyetcd``). Settings come from flags or the variables etcdctl users already
+have (ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY, ETCDCTL_DIAL_TIMEOUT,
+ETCDCTL_COMMAND_TIMEOUT). Reads are ranged over explicit prefixes only, page by page: this
+module refuses a range that is not under one of the prefixes its caller allowed, so no
+code path can list (or later delete) the whole keyspace.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from breakglass.errors import BadInput, Unreachable
+
+PAGE = 500
+
+
+@dataclass(frozen=True)
+class EtcdSettings:
+    endpoints: tuple[str, ...] = ("127.0.0.1:2379",)
+    cacert: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    timeout: float = 5.0
+
+    @classmethod
+    def resolve(cls, endpoints: str | None = None, cacert: str | None = None, cert: str | None = None,
+                key: str | None = None, timeout: float | None = None, env: dict | None = None) -> EtcdSettings:
+        """Flags win over ETCDCTL_* variables, which win over etcdctl's defaults."""
+        env = os.environ if env is None else env
+        eps = endpoints or env.get("ETCDCTL_ENDPOINTS") or "127.0.0.1:2379"
+        t = timeout
+        if t is None:
+            t = _duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or env.get("ETCDCTL_DIAL_TIMEOUT") or "5s")
+        s = cls(endpoints=tuple(e.strip() for e in eps.split(",") if e.strip()),
+                cacert=cacert or env.get("ETCDCTL_CACERT") or None,
+                cert=cert or env.get("ETCDCTL_CERT") or None,
+                key=key or env.get("ETCDCTL_KEY") or None,
+                timeout=t)
+        s.validate()
+        return s
+
+    def validate(self) -> None:
+        if not self.endpoints:
+            raise BadInput("no etcd endpoints given")
+        for e in self.endpoints:
+            _parse_endpoint(e)
+        if bool(self.cert) != bool(self.key):
+            raise BadInput("etcd client certificate and key go together: give both --etcd-cert and --etcd-key")
+        for label, path in (("CA", self.cacert), ("client certificate", self.cert), ("client key", self.key)):
+            if path and not os.path.isfile(path):
+                raise BadInput(f"etcd {label} {path}: no such file")
+
+    @property
+    def secure(self) -> bool:
+        return bool(self.cacert) or any(e.startswith("https://") for e in self.endpoints)
+
+
+def _duration(text: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*", text)
+    if not m:
+        raise BadInput(f"not a duration: {text!r} (use e.g. 5s)")
+    n = float(m[1])
+    return n / 1000 if m[2] == "ms" else n * 60 if m[2] == "m" else n
+
+
+def _parse_endpoint(ep: str) -> tuple[str, int, bool]:
+    m = re.fullmatch(r"(?:(https?)://)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+)(?::(\d{1,5}))?/?", ep)
+    if not m:
+        raise BadInput(f"not an etcd endpoint: {ep!r} (use host:port or https://host:port)")
+    host = m[2].strip("[]")
+    return host, int(m[3] or 2379), m[1] == "https"
+
+
+@dataclass
+class KV:
+    key: bytes
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    version: int
+
+
+@dataclass
+class Etcd:
+    """A connection limited to the key prefixes given at creation."""
+
+    settings: EtcdSettings
+    allowed_prefixes: tuple[bytes, ...]
+    ranges: list[tuple[bytes, bytes]] = field(default_factory=list)  # every range asked for, for tests and -v
+
+    def __post_init__(self) -> None:
+        for p in self.allowed_prefixes:
+            if len(p) < 12 or not p.endswith(b"/"):
+                raise ValueError(f"refusing a short or open etcd prefix {p!r}")
+        self._client = None
+
+    def _connect(self):
+        if self._client is not None:
+            return self._client
+        # gRPC's C core logs TLS failures to stderr itself; breakglass reports them in one line.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+        try:
+            import pyetcd  # noqa: PLC0415 - pulls in grpc, which has native code
+        except ImportError as e:  # the offline bundle may lack the native gRPC module
+            raise Unreachable(f"etcd support is not installed here ({e.name} is missing)") from None
+        creds = None
+        if self.settings.secure:
+            creds = _credentials(self.settings)
+        eps = []
+        for e in self.settings.endpoints:
+            host, port, https = _parse_endpoint(e)
+            secure = https or bool(self.settings.cacert)
+            eps.append(pyetcd.Endpoint(host, port, secure=secure, creds=creds if secure else None))
+        self._client = pyetcd.MultiEndpointEtcd3Client(endpoints=eps, timeout=self.settings.timeout,
+                                                      failover=len(eps) > 1)
+        return self._client
+
+    def range_prefix(self, prefix: bytes, keys_only: bool = False) -> Iterator[KV]:
+        """Every key under ``prefix`` (which must lie under an allowed prefix), page by page."""
+        if not any(prefix.startswith(p) for p in self.allowed_prefixes) or not prefix.endswith(b"/"):
+            raise ValueError(f"range {prefix!r} is outside the allowed etcd prefixes")
+        end = _prefix_end(prefix)
+        start = prefix
+        while True:
+            resp = self._call(lambda: self._connect().get_range_response(
+                start, end, sort_order="ascend", sort_target="key", limit=PAGE, keys_only=keys_only))
+            self.ranges.append((start, end))
+            for kv in resp.kvs:
+                yield KV(kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version)
+            if not resp.more or not resp.kvs:
+                return
+            start = resp.kvs[-1].key + b"\x00"
+
+    def get(self, key: bytes) -> KV | None:
+        if not any(key.startswith(p) for p in self.allowed_prefixes):
+            raise ValueError(f"key {key!r} is outside the allowed etcd prefixes")
+        resp = self._call(lambda: self._connect().get_response(key))
+        self.ranges.append((key, b""))
+        for kv in resp.kvs:
+            return KV(kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version)
+        return None
+
+    def _call(self, fn):
+        import grpc  # noqa: PLC0415
+        import pyetcd  # noqa: PLC0415
+
+        where = ",".join(self.settings.endpoints)
+        try:
+            return fn()
+        except pyetcd.exceptions.ConnectionFailedError:
+            raise Unreachable(f"etcd at {where}: connection failed (refused, wrong port, or TLS/certificate "
+                              f"mismatch)", hint=_tls_hint(self.settings)) from None
+        except pyetcd.exceptions.ConnectionTimeoutError:
+            raise Unreachable(f"etcd at {where}: timed out after {self.settings.timeout:g}s",
+                              hint=_tls_hint(self.settings)) from None
+        except grpc.RpcError as e:
+            code = e.code() if hasattr(e, "code") else None
+            detail = (e.details() if hasattr(e, "details") else str(e)) or str(code)
+            raise Unreachable(f"etcd at {where}: {detail.splitlines()[0][:200]}") from None
+        except pyetcd.exceptions.Etcd3Exception as e:
+            raise Unreachable(f"etcd at {where}: {type(e).__name__} {e}".strip()) from None
+
+    def close(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:  # noqa: BLE001 - closing a broken channel must not mask the real error
+                pass
+            self._client = None
+
+
+def _tls_hint(s: EtcdSettings) -> str | None:
+    if not s.secure:
+        return "if etcd uses TLS (kubeadm and Talos do), pass --etcd-cacert, --etcd-cert and --etcd-key"
+    return "check that the CA signed etcd's serving certificate and that etcd accepts the client certificate"
+
+
+def _credentials(s: EtcdSettings):
+    import grpc  # noqa: PLC0415
+
+    def read(path: str | None) -> bytes | None:
+        if not path:
+            return None
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise BadInput(f"{path}: {e.strerror}") from None
+
+    return grpc.ssl_channel_credentials(read(s.cacert), read(s.key), read(s.cert))
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    b = bytearray(prefix)
+    while b:
+        if b[-1] < 0xFF:
+            b[-1] += 1
+            return bytes(b)
+        b.pop()
+    raise ValueError("no range end for an all-0xff prefix")

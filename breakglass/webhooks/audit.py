@@ -1,0 +1,352 @@
+"""Deadlock-risk audit of admission configurations, with the matchConditions fix.
+
+What makes a webhook dangerous (shared reference §3): it fails closed (``Fail``, the v1
+default) on objects kube-apiserver must write before it becomes ready, or that a cluster
+needs to recover, and nothing (namespaceSelector, objectSelector, matchConditions)
+keeps those writes away from it. Cluster-scoped kinds cannot be exempted by a
+namespaceSelector. From 1.33 on, the apiserver writes ServiceCIDR and IPAddress objects
+at start, so wildcard rules that were harmless on 1.32 become a deadlock on upgrade.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from breakglass import bootstrap, vendors
+from breakglass.bootstrap import BootstrapKind
+from breakglass.webhooks.model import MAP, VAP, VAP_BINDING, MAP_BINDING, AdmissionConfig, Rule, Webhook
+
+SEVERITIES = ("info", "low", "medium", "high", "critical")
+RANK = {s: i for i, s in enumerate(SEVERITIES)}
+LONG_TIMEOUT = 10  # seconds; the v1 default. Longer stalls every intercepted write for that long.
+WRITE_OPS = ("CREATE", "UPDATE")
+CONDITION_SELF = "breakglass-skip-apiserver-self"
+CONDITION_KINDS = "breakglass-skip-bootstrap-kinds"
+
+
+@dataclass
+class Fix:
+    match_conditions: list[dict]
+    patch_yaml: str
+    command: str
+    vendor_note: str | None = None
+
+
+@dataclass
+class AuditFinding:
+    id: str
+    rule: str
+    severity: str
+    configuration: str  # Kind/name
+    webhook: str | None
+    title: str
+    explanation: str
+    kinds: list[str] = field(default_factory=list)  # bootstrap / recovery kinds at risk
+    source: str = ""
+    fix: Fix | None = None
+
+
+@dataclass
+class AuditReport:
+    findings: list[AuditFinding]
+    configurations: int
+    webhooks: int
+    target_version: str | None
+    worst: str | None
+
+
+def parse_version(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?", text.strip())
+    if not m:
+        from breakglass.errors import BadInput  # noqa: PLC0415
+
+        raise BadInput(f"not a Kubernetes version: {text!r} (use e.g. 1.33)")
+    return int(m[1]), int(m[2])
+
+
+# -- matching -----------------------------------------------------------------------------------
+
+def selector_matches(sel: dict | None, labels: dict[str, str]) -> bool:
+    """metav1.LabelSelector semantics; None and {} match everything."""
+    if not sel:
+        return True
+    for k, v in (sel.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for req in sel.get("matchExpressions") or []:
+        key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def rule_matches(rule: Rule, kind: BootstrapKind, match_policy: str = "Equivalent") -> bool:
+    ops = set(rule.operations)
+    if not ("*" in ops or ops & set(WRITE_OPS)):
+        return False
+    if "*" not in rule.api_groups and kind.group not in rule.api_groups:
+        return False
+    if match_policy == "Exact" and "*" not in rule.api_versions and "v1" not in rule.api_versions:
+        return False
+    res = set(rule.resources)
+    if not (res & {"*", "*/*"} or kind.resource in res):
+        return False
+    if rule.resource_names and not set(rule.resource_names) & set(kind.names):
+        return False
+    scope = rule.scope or "*"
+    return scope == "*" or (scope == "Cluster") == kind.cluster_scoped
+
+
+def _wildcard(rule: Rule) -> bool:
+    return "*" in rule.api_groups or bool({"*", "*/*"} & set(rule.resources))
+
+
+def _condition_excludes(conditions: list[dict], kind: BootstrapKind, apiserver_writes: bool) -> bool:
+    """Do the matchConditions (CEL) visibly keep this kind, or the apiserver's own writes, out?
+
+    CEL cannot be evaluated here; a condition naming the resource or the apiserver's
+    identity is taken as an exclusion, which the report states.
+    """
+    for c in conditions:
+        expr = str(c.get("expression", ""))
+        if re.search(rf"""['"]({re.escape(kind.resource)}|{re.escape(kind.kind)})['"]""", expr):
+            return True
+        if apiserver_writes and re.search(r"""['"]system:(apiserver|masters)['"]""", expr):
+            return True  # excluding the apiserver's own identity keeps all its bootstrap writes out
+    return False
+
+
+def _exempted(kind: BootstrapKind, ns_sel: dict | None, obj_sel: dict | None, conds: list[dict]) -> str | None:
+    """Why a webhook or policy does not see the apiserver's writes of ``kind`` (None: it does)."""
+    obj_labels = dict(kind.labels)
+    if not selector_matches(obj_sel, obj_labels):
+        return "objectSelector"
+    if kind.kind == "Namespace":
+        names = kind.names
+        if all(not selector_matches(ns_sel, {"kubernetes.io/metadata.name": n}) for n in names):
+            return "namespaceSelector"
+    elif not kind.cluster_scoped:
+        if all(not selector_matches(ns_sel, {"kubernetes.io/metadata.name": n}) for n in kind.namespaces):
+            return "namespaceSelector"
+    if _condition_excludes(conds, kind, kind in bootstrap.BOOTSTRAP_KINDS):
+        return "matchConditions"
+    return None
+
+
+def _kinds(target: tuple[int, int] | None) -> list[BootstrapKind]:
+    kinds = [k for k in bootstrap.BOOTSTRAP_KINDS if target is None or target >= k.since]
+    return kinds + list(bootstrap.RECOVERY_KINDS)
+
+
+def at_risk(rules: list[Rule], match_policy: str, ns_sel, obj_sel, conds, target, exclude: list[Rule] = ()):
+    hit: list[tuple[BootstrapKind, Rule]] = []
+    for kind in _kinds(target):
+        rule = next((r for r in rules if rule_matches(r, kind, match_policy)), None)
+        if rule is None or any(rule_matches(x, kind) for x in exclude):
+            continue
+        if _exempted(kind, ns_sel, obj_sel, conds):
+            continue
+        hit.append((kind, rule))
+    return hit
+
+
+# -- the fix ------------------------------------------------------------------------------------
+
+# CEL string literals in double quotes: the JSON patch escapes them, so the kubectl command
+# can sit in single shell quotes.
+def _cel_list(items) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+def match_conditions_for(kinds: list[BootstrapKind]) -> list[dict]:
+    """The conditions to add (all must hold for the webhook to be called).
+
+    The first skips the apiserver's own writes, which covers every bootstrap kind. The
+    second names the kinds that need naming anyway: ServiceCIDR and IPAddress (the fix the
+    Talos/Kyverno outage ended with, robust to whoever writes them) and the recovery kinds
+    kubelets and controllers write (Nodes, Leases).
+    """
+    named: dict[tuple[str, str], set[str]] = {}
+    for k in kinds:
+        if k in bootstrap.BOOTSTRAP_KINDS and k.since == (1, 0):
+            continue
+        named.setdefault((k.group, k.resource), set()).update(k.namespaces)
+    cluster: dict[str, list[str]] = {}
+    terms = []
+    for (group, resource), namespaces in sorted(named.items()):
+        if namespaces:
+            terms.append(f'(request.resource.group == "{group}" && request.resource.resource == "{resource}" && '
+                         f"request.namespace in {_cel_list(sorted(namespaces))})")
+        else:
+            cluster.setdefault(group, []).append(resource)
+    for group, resources in sorted(cluster.items(), reverse=True):
+        terms.insert(0, f'(request.resource.group == "{group}" && request.resource.resource in '
+                        f"{_cel_list(sorted(resources))})")
+    conds = [{"name": CONDITION_SELF, "expression": 'request.userInfo.username != "system:apiserver"'}]
+    if terms:
+        conds.append({"name": CONDITION_KINDS, "expression": "!(" + " || ".join(terms) + ")"})
+    return conds
+
+
+def _vendor_note(cfg: AdmissionConfig, webhook: str | None) -> str | None:
+    hint = (vendors.hint_for(webhook) if webhook else None) or vendors.hint_for_configuration(cfg.name, cfg.labels)
+    if hint is None:
+        return None
+    return f"{hint.vendor} manages this configuration and will overwrite a direct patch: {hint.managed_note}"
+
+
+def _fix(cfg: AdmissionConfig, webhook: Webhook | None, kinds: list[BootstrapKind]) -> Fix:
+    import yaml  # noqa: PLC0415
+
+    conds = match_conditions_for(kinds)
+    if webhook is not None:
+        patch = {"webhooks": [{"name": webhook.name, "matchConditions": conds}]}
+    else:
+        patch = {"spec": {"matchConditions": conds}}
+    body = json.dumps(patch, separators=(",", ":"))
+    resource = cfg.resource[:-1]  # kubectl takes the singular
+    command = f"kubectl patch {resource} {cfg.name} --type=strategic -p {shlex.quote(body)}"
+    return Fix(match_conditions=conds, patch_yaml=yaml.safe_dump(patch, sort_keys=False, width=100),
+               command=command, vendor_note=_vendor_note(cfg, webhook.name if webhook else None))
+
+
+# -- rules --------------------------------------------------------------------------------------
+
+def _describe(kinds: list[BootstrapKind]) -> str:
+    names = (k.kind + (f" ({'/'.join(k.names)})" if k.names and len(k.names) <= 2 else "") for k in kinds)
+    return ", ".join(dict.fromkeys(names))
+
+
+def bootstrap_kinds_touched(w: Webhook, target=None) -> list[str]:
+    """Which bootstrap or recovery kinds a webhook sees, whatever its failure policy."""
+    hits = at_risk(w.rules, w.match_policy, w.namespace_selector, w.object_selector, w.match_conditions, target)
+    return list(dict.fromkeys(k.kind for k, _ in hits))
+
+
+def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target) -> list[AuditFinding]:
+    out: list[AuditFinding] = []
+    ident = f"{cfg.kind_name}/{cfg.name}"
+    fail = w.failure_policy == "Fail"
+    policy_text = "failurePolicy Fail" + ("" if w.failure_policy_explicit else " (the v1 default: unset)")
+
+    def add(rule, severity, title, explanation, kinds=(), fix=None):
+        out.append(AuditFinding("", rule, severity, ident, w.name, title, explanation,
+                                list(dict.fromkeys(k.kind for k in kinds)), cfg.source, fix))
+
+    if fail:
+        hits = at_risk(w.rules, w.match_policy, w.namespace_selector, w.object_selector, w.match_conditions, target)
+        kinds = [k for k, _ in hits]
+        ready = [k for k in kinds if k.blocks_readiness]
+        if ready:
+            new = [k for k, r in hits if k.since > (1, 0) and _wildcard(r)]
+            every = [k for k in ready if k.every_start]
+            expl = (f"{policy_text}, and its rules match {_describe(ready)}, which kube-apiserver writes itself "
+                    f"before it becomes ready (post-start hooks {', '.join(sorted({k.hook for k in ready}))}). If "
+                    f"the webhook's backend is down when an apiserver starts, the apiserver never becomes ready, and "
+                    f"the backend cannot come back without it.")
+            if not every:
+                expl += (" The apiserver writes these only when they are missing (a new cluster, a restore from "
+                         "backup, or after someone deleted one), so the risk is lower than for kinds written on "
+                         "every start.")
+            cluster = [k.kind for k in ready if k.cluster_scoped]
+            if cluster:
+                expl += f" {', '.join(cluster)} {'is' if len(cluster) == 1 else 'are'} cluster-scoped: a namespaceSelector cannot exempt them."
+            if new:
+                expl += (f" {', '.join(k.kind for k in new)} {'is' if len(new) == 1 else 'are'} new at start from "
+                         f"Kubernetes 1.33: wildcard rules that were harmless before start matching on upgrade.")
+            add("bootstrap-intercept", "critical" if every else "high",
+                f'webhook "{w.name}" can deadlock the apiserver at start', expl, kinds, _fix(cfg, w, kinds))
+        elif kinds:
+            add("recovery-intercept", "high",
+                f'webhook "{w.name}" intercepts objects a cluster needs to recover',
+                f"{policy_text}, and its rules match {_describe(kinds)}. While its backend is down, kubelets "
+                f"cannot register or renew, controllers cannot keep their leader leases, and the apiserver cannot "
+                f"keep the default/kubernetes Service current.", kinds, _fix(cfg, w, kinds))
+        own_ns = (w.service or "/").split("/")[0]
+        if own_ns and _self_intercept(w, own_ns):
+            add("self-intercept", "high", f'webhook "{w.name}" intercepts the pods of its own namespace',
+                f"{policy_text}, and it intercepts Pod creation in {own_ns}, where its backend runs: if all its "
+                f"pods go, no new one can be admitted to replace them. Exclude {own_ns} with a namespaceSelector.")
+        if w.timeout_seconds > LONG_TIMEOUT:
+            add("long-timeout", "medium", f'webhook "{w.name}" waits {w.timeout_seconds}s before failing',
+                f"Every intercepted write stalls up to {w.timeout_seconds}s while the backend is unreachable, "
+                f"longer than many clients wait; at start, post-start hooks retry behind it.")
+        if w.service:
+            add("in-cluster-backend", "low", f'webhook "{w.name}" fails closed on an in-cluster backend',
+                f"Its backend ({w.backend}) runs inside the cluster it guards: when the cluster is unhealthy, "
+                f"so is the webhook.")
+        if any(_wildcard(r) for r in w.rules) and not w.match_conditions:
+            add("no-match-conditions", "low", f'webhook "{w.name}" has wildcard rules and no matchConditions',
+                "Wildcard rules match kinds added by future Kubernetes versions; matchConditions (GA in 1.30) "
+                "can keep the apiserver's own writes away from it.")
+    else:
+        add("fails-open", "info", f'webhook "{w.name}" fails open',
+            "failurePolicy Ignore: it cannot deadlock the cluster, but while its backend is unreachable every "
+            "request it should check is admitted unchecked (see `breakglass leaks`).")
+    return out
+
+
+def _self_intercept(w: Webhook, ns: str) -> bool:
+    pods = BootstrapKind("Pod", "", "pods", "", namespaces=(ns,))
+    rule = next((r for r in w.rules if rule_matches(r, pods, w.match_policy)), None)
+    if rule is None or "CREATE" not in rule.operations and "*" not in rule.operations:
+        return False
+    return _exempted(pods, w.namespace_selector, w.object_selector, w.match_conditions) is None
+
+
+def _policy_findings(cfg: AdmissionConfig, bindings: list[AdmissionConfig], target) -> list[AuditFinding]:
+    if cfg.failure_policy != "Fail":
+        return []
+    mine = [b for b in bindings if b.policy_name == cfg.name and b.kind == (VAP_BINDING if cfg.kind == VAP else MAP_BINDING)]
+    ident = f"{cfg.kind_name}/{cfg.name}"
+    hits = at_risk(cfg.rules, "Equivalent", cfg.namespace_selector, cfg.object_selector, cfg.match_conditions,
+                    target, cfg.exclude_rules)
+    if not hits:
+        return []
+    kinds = [k for k, _ in hits]
+    if not mine:
+        return [AuditFinding("", "policy-unbound", "info", ident, None,
+                             f"{cfg.kind_name} '{cfg.name}' matches bootstrap objects but has no binding",
+                             "It has no effect until bound; a binding would make it a deadlock risk.",
+                             [k.kind for k in kinds], cfg.source)]
+    binding_kinds = []
+    for b in mine:
+        binding_kinds += [k for k in kinds if not b.rules or any(rule_matches(r, k) for r in b.rules)]
+    if not binding_kinds:
+        return []
+    plugin = "ValidatingAdmissionPolicy" if cfg.kind == VAP else "MutatingAdmissionPolicy"
+    ready = any(k.blocks_readiness and k.every_start for k in binding_kinds)
+    return [AuditFinding(
+        "", "policy-bootstrap-intercept", "critical" if ready else "high", ident, None,
+        f"{cfg.kind_name} '{cfg.name}' can refuse objects the apiserver writes at start",
+        f"failurePolicy Fail and its matchConstraints cover {_describe(binding_kinds)}; bound by "
+        f"{', '.join(b.name for b in mine)}. A failing or denying expression blocks those writes. Disabling the "
+        f"webhook admission plugins does not switch it off: that takes --disable-admission-plugins={plugin} or "
+        f"deleting the binding.", [k.kind for k in binding_kinds], cfg.source, _fix(cfg, None, binding_kinds))]
+
+
+def audit(configs: list[AdmissionConfig], target_version: str | None = None) -> AuditReport:
+    target = parse_version(target_version)
+    findings: list[AuditFinding] = []
+    bindings = [c for c in configs if c.kind in (VAP_BINDING, MAP_BINDING)]
+    for cfg in configs:
+        if cfg.kind in (VAP, MAP):
+            findings += _policy_findings(cfg, bindings, target)
+        for w in cfg.webhooks:
+            findings += _webhook_findings(cfg, w, target)
+    findings.sort(key=lambda f: (-RANK[f.severity], f.configuration, f.webhook or "", f.rule))
+    for i, f in enumerate(findings, 1):
+        f.id = f"A{i}"
+    return AuditReport(findings, len(configs), sum(len(c.webhooks) for c in configs), target_version,
+                       findings[0].severity if findings else None)

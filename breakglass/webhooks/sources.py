@@ -1,0 +1,213 @@
+"""Where admission configurations are read from: YAML/JSON files, etcd, or the live API.
+
+Files: ``kubectl get -o yaml|json`` output, ``List`` documents and multi-document streams.
+etcd: exactly the keys of shared reference §4.1 (``/registry/<resource>/<name>``, no API
+group in the key), ranged one resource prefix at a time, never the whole keyspace.
+API: the official kubernetes client, imported only on this path.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from breakglass.errors import BadInput, Unreachable
+from breakglass.webhooks import codec, model
+from breakglass.webhooks.model import AdmissionConfig
+
+DEFAULT_ETCD_PREFIX = "/registry"
+
+
+@dataclass
+class Inventory:
+    configs: list[AdmissionConfig] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)  # encrypted etcd values, by key
+    sources: list[str] = field(default_factory=list)
+
+
+# -- files --------------------------------------------------------------------------------------
+
+def _yaml():
+    import yaml  # noqa: PLC0415 - only the file path needs it
+
+    return yaml
+
+
+def _documents(text: str, path: str) -> list:
+    yaml = _yaml()
+    try:
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise BadInput(f"{path}:{where}: invalid YAML: {problem}") from None
+
+
+def load_files(paths: list[str]) -> Inventory:
+    inv = Inventory()
+    for path in paths:
+        try:
+            if path == "-":
+                import sys  # noqa: PLC0415
+
+                data, path = sys.stdin.buffer.read(), "<stdin>"
+            else:
+                with open(path, "rb") as f:
+                    data = f.read()
+        except OSError as e:
+            raise BadInput(f"{path}: {e.strerror.lower() if e.strerror else e}") from None
+        if b"\x00" in data[:8192]:
+            raise BadInput(f"{path}: binary data, not YAML or JSON")
+        text = data.decode("utf-8", "replace")
+        found = 0
+        others: list[str] = []
+        for i, doc in enumerate(_documents(text, path)):
+            items = doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else [doc]
+            for j, obj in enumerate(items or []):
+                where = f"{path}#{i}" + (f".items[{j}]" if len(items) > 1 or doc is not obj else "")
+                if not isinstance(obj, dict):
+                    raise BadInput(f"{where}: expected a Kubernetes object, found {type(obj).__name__}")
+                if obj.get("kind") not in model.KIND_OF:
+                    others.append(str(obj.get("kind")))
+                    continue
+                inv.configs.append(model.from_json(obj, where))
+                found += 1
+        if not found:
+            what = f" (found {', '.join(sorted(set(others)))})" if others else ""
+            raise BadInput(f"{path}: no admission configurations{what}")
+        if others:
+            inv.warnings.append(f"{path}: skipped {len(others)} object(s) of other kinds ({', '.join(sorted(set(others)))})")
+        inv.sources.append(path)
+    return inv
+
+
+# -- etcd ---------------------------------------------------------------------------------------
+
+def etcd_prefixes(prefix: str = DEFAULT_ETCD_PREFIX, kinds: tuple[str, ...] | None = None) -> dict[str, bytes]:
+    """kind -> key prefix, e.g. validating -> b'/registry/validatingwebhookconfigurations/'."""
+    base = prefix.rstrip("/")
+    if not base.startswith("/") or len(base) < 2:
+        raise BadInput(f"not an etcd prefix: {prefix!r} (kube-apiserver's default is /registry)")
+    kinds = kinds or tuple(model.RESOURCE_OF)
+    return {k: f"{base}/{model.RESOURCE_OF[k]}/".encode() for k in kinds}
+
+
+def etcd_key(kind: str, name: str, prefix: str = DEFAULT_ETCD_PREFIX) -> bytes:
+    return etcd_prefixes(prefix, (kind,))[kind] + name.encode()
+
+
+def load_etcd(etcd, prefix: str = DEFAULT_ETCD_PREFIX) -> Inventory:
+    """Read every admission configuration from etcd (``etcd`` is an access.etcd.Etcd)."""
+    inv = Inventory()
+    for kind, key_prefix in etcd_prefixes(prefix).items():
+        for kv in etcd.range_prefix(key_prefix):
+            key = kv.key.decode("utf-8", "replace")
+            try:
+                dec = codec.decode_value(kv.value)
+            except BadInput as e:
+                inv.warnings.append(f"etcd {key}: {e}")
+                continue
+            if dec.obj is None:
+                inv.opaque.append(f"{key} (encrypted: {dec.detail})")
+                continue
+            try:
+                inv.configs.append(model.from_json(dec.obj, f"etcd:{key}"))
+            except BadInput as e:
+                inv.warnings.append(str(e))
+    inv.sources.append("etcd " + ",".join(etcd.settings.endpoints))
+    return inv
+
+
+# -- the live API -------------------------------------------------------------------------------
+
+_API_PATHS = {
+    model.VALIDATING: ["/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"],
+    model.MUTATING: ["/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"],
+    model.VAP: ["/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"],
+    model.VAP_BINDING: ["/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"],
+    model.MAP: ["/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
+                "/apis/admissionregistration.k8s.io/v1beta1/mutatingadmissionpolicies",
+                "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicies"],
+    model.MAP_BINDING: ["/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings",
+                        "/apis/admissionregistration.k8s.io/v1beta1/mutatingadmissionpolicybindings",
+                        "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicybindings"],
+}
+
+
+def load_api(kubeconfig: str | None = None, context: str | None = None, timeout: float = 10.0) -> Inventory:
+    from breakglass.access import kubeapi  # noqa: PLC0415 - pulls in the kubernetes client
+
+    inv = Inventory()
+    api = kubeapi.connect(kubeconfig, context, timeout)
+    for kind, paths in _API_PATHS.items():
+        for path in paths:
+            status, body = api.get(path)
+            if status == 404:
+                continue  # this API version is not served (older cluster, feature off)
+            if status != 200:
+                raise Unreachable(f"apiserver {api.host}: GET {path} returned HTTP {status}: {body[:200]!r}")
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                raise Unreachable(f"apiserver {api.host}: GET {path} did not return JSON") from None
+            list_kind = doc.get("kind", "")
+            item_kind = list_kind[:-4] if list_kind.endswith("List") else model.KIND_NAME[kind]
+            for item in doc.get("items") or []:
+                item.setdefault("kind", item_kind)
+                item.setdefault("apiVersion", doc.get("apiVersion", ""))
+                inv.configs.append(model.from_json(item, f"api:{path}/{item.get('metadata', {}).get('name')}"))
+            break
+    inv.sources.append(f"apiserver {api.host}")
+    return inv
+
+
+# -- choosing a source --------------------------------------------------------------------------
+
+@dataclass
+class SourceSpec:
+    """Where to read configurations from, as the user said it (CLI flags, wizard answers)."""
+
+    files: list[str] = field(default_factory=list)
+    source: str = "auto"  # auto | file | api | etcd
+    kubeconfig: str | None = None
+    context: str | None = None
+    etcd_endpoints: str | None = None
+    etcd_cacert: str | None = None
+    etcd_cert: str | None = None
+    etcd_key: str | None = None
+    etcd_prefix: str = DEFAULT_ETCD_PREFIX
+    timeout: float | None = None
+
+    def resolved(self) -> str:
+        if self.source != "auto":
+            return self.source
+        if self.files:
+            return "file"
+        if self.etcd_endpoints:
+            return "etcd"
+        return "api"
+
+
+def load(spec: SourceSpec) -> Inventory:
+    kind = spec.resolved()
+    if kind == "file":
+        if not spec.files:
+            raise BadInput("--source file needs at least one --file")
+        return load_files(spec.files)
+    if spec.files:
+        raise BadInput(f"--file cannot be combined with --source {kind}")
+    if kind == "etcd":
+        from breakglass.access.etcd import Etcd, EtcdSettings  # noqa: PLC0415
+
+        settings = EtcdSettings.resolve(spec.etcd_endpoints, spec.etcd_cacert, spec.etcd_cert, spec.etcd_key,
+                                        spec.timeout)
+        etcd = Etcd(settings, tuple(etcd_prefixes(spec.etcd_prefix).values()))
+        try:
+            return load_etcd(etcd, spec.etcd_prefix)
+        finally:
+            etcd.close()
+    if kind == "api":
+        return load_api(spec.kubeconfig, spec.context, spec.timeout or 10.0)
+    raise BadInput(f"unknown source {kind!r} (use file, api or etcd)")
