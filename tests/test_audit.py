@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from breakglass.webhooks import audit, model, sources
+from breakglass.errors import BadInput
+from breakglass.webhooks import audit, listing, model, sources
 from tests.conftest import ROOT, run_cli
 
 EX = os.path.join(ROOT, "examples", "webhooks")
@@ -144,3 +147,30 @@ def test_fail_on(fail_on, code):
 def test_bad_version_is_bad_input():
     p = run_cli("audit", "-f", os.path.join(EX, "istio-risky.yaml"), "--target-version", "latest")
     assert p.returncode == 2 and b"not a Kubernetes version" in p.stderr
+
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 50)
+    | st.sampled_from(["*", "*/*", "", "CREATE", "Fail", "Ignore", "pods", "In", "NotIn", "Exists", "Namespaced", "v1"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
+        ["name", "rules", "operations", "apiGroups", "resources", "failurePolicy", "namespaceSelector",
+         "matchExpressions", "matchLabels", "key", "operator", "values", "timeoutSeconds", "clientConfig",
+         "service", "matchConditions", "scope", "spec", "matchConstraints", "resourceRules", "policyName"]),
+        inner, max_size=5),
+    max_leaves=25)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_json, st.sampled_from(["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+                               "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]), st.booleans())
+def test_malformed_objects_are_bad_input_or_audit_cleanly(body, kind, as_webhooks):
+    obj = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "x"}}
+    obj["webhooks" if as_webhooks else "spec"] = body
+    try:
+        cfg = model.from_json(obj, "t")
+    except BadInput as e:
+        assert "\n" not in str(e)
+        return
+    audit.audit([cfg])
+    listing.listing(sources.Inventory(configs=[cfg]))

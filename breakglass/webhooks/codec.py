@@ -298,10 +298,10 @@ def _decode_msg(msg: str, buf: bytes, start: int, end: int) -> dict:
                 out.setdefault(f.name, {})[k] = mv
                 continue
             elif f.type == "fieldsv1":
-                raw = b"".join(buf[a:b] for n, w, (a, b) in _fields(buf, s, e) if n == 1 and w == 2)
+                raw = b"".join(buf[span[0]:span[1]] for n, w, span in _fields(buf, s, e) if n == 1 and w == 2)
                 try:
                     v = json.loads(raw) if raw else {}
-                except ValueError:
+                except (ValueError, RecursionError):
                     raise CodecError("corrupt managedFields (fieldsV1 is not JSON)") from None
             else:
                 v = _decode_msg(f.type, buf, s, e)

@@ -113,20 +113,86 @@ class AdmissionConfig:
         return RESOURCE_OF[self.kind]
 
 
+def _strings(v, what: str) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise BadInput(f"{what} must be a list of strings")
+    return tuple(v)
+
+
+def _dict(v, what: str) -> dict:
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise BadInput(f"{what} must be an object")
+    return v
+
+
+def _selector(v, what: str) -> dict | None:
+    """A metav1.LabelSelector, checked so that evaluating it later cannot fail."""
+    if v is None:
+        return None
+    sel = _dict(v, what)
+    labels = _dict(sel.get("matchLabels"), f"{what}.matchLabels")
+    if not all(isinstance(k, str) and isinstance(x, str) for k, x in labels.items()):
+        raise BadInput(f"{what}.matchLabels must map strings to strings")
+    exprs = sel.get("matchExpressions") or []
+    if not isinstance(exprs, list):
+        raise BadInput(f"{what}.matchExpressions must be a list")
+    for e in exprs:
+        e = _dict(e, f"{what}.matchExpressions[]")
+        if not isinstance(e.get("key"), str) or e.get("operator") not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise BadInput(f"{what}.matchExpressions needs a key and an operator In, NotIn, Exists or DoesNotExist")
+        _strings(e.get("values"), f"{what}.matchExpressions[].values")
+    return sel
+
+
+def _rules(v, what: str) -> list[Rule]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise BadInput(f"{what} must be a list")
+    out = []
+    for r in v:
+        r = _dict(r, f"{what}[]")
+        for k in ("operations", "apiGroups", "apiVersions", "resources", "resourceNames"):
+            _strings(r.get(k), f"{what}[].{k}")
+        if r.get("scope") is not None and not isinstance(r.get("scope"), str):
+            raise BadInput(f"{what}[].scope must be a string")
+        out.append(Rule.from_json(r))
+    return out
+
+
+def _conditions(v, what: str) -> list[dict]:
+    if v is None:
+        return []
+    if not isinstance(v, list) or not all(isinstance(c, dict) for c in v):
+        raise BadInput(f"{what} must be a list of objects")
+    return list(v)
+
+
 def _webhook(w: dict, wtype: str, beta: bool) -> Webhook:
-    if not isinstance(w, dict) or not w.get("name"):
+    if not isinstance(w, dict) or not isinstance(w.get("name"), str) or not w.get("name"):
         raise BadInput("a webhook without a name")
-    cc = w.get("clientConfig") or {}
-    svc = cc.get("service") or None
+    cc = _dict(w.get("clientConfig"), "clientConfig")
+    svc = _dict(cc.get("service"), "clientConfig.service") or None
+    timeout = w.get("timeoutSeconds")
+    if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool)):
+        raise BadInput("timeoutSeconds must be a number")
+    for k in ("failurePolicy", "matchPolicy", "sideEffects", "reinvocationPolicy"):
+        if w.get(k) is not None and not isinstance(w[k], str):
+            raise BadInput(f"{k} must be a string")
     return Webhook(
         name=str(w["name"]), type=wtype,
         failure_policy=w.get("failurePolicy") or ("Ignore" if beta else "Fail"),
         failure_policy_explicit="failurePolicy" in w,
-        rules=[Rule.from_json(r) for r in w.get("rules") or [] if isinstance(r, dict)],
-        timeout_seconds=int(w.get("timeoutSeconds") or (30 if beta else 10)),
+        rules=_rules(w.get("rules"), "rules"),
+        timeout_seconds=timeout or (30 if beta else 10),
         match_policy=w.get("matchPolicy") or ("Exact" if beta else "Equivalent"),
-        namespace_selector=w.get("namespaceSelector"), object_selector=w.get("objectSelector"),
-        match_conditions=list(w.get("matchConditions") or []),
+        namespace_selector=_selector(w.get("namespaceSelector"), "namespaceSelector"),
+        object_selector=_selector(w.get("objectSelector"), "objectSelector"),
+        match_conditions=_conditions(w.get("matchConditions"), "matchConditions"),
         service=f"{svc.get('namespace', '')}/{svc.get('name', '')}" if svc else None,
         service_port=svc.get("port") if svc else None, path=svc.get("path") if svc else None,
         url=cc.get("url"), side_effects=w.get("sideEffects"),
@@ -135,11 +201,11 @@ def _webhook(w: dict, wtype: str, beta: bool) -> Webhook:
 
 
 def _match_resources(cfg: AdmissionConfig, mr: dict | None) -> None:
-    mr = mr or {}
-    cfg.rules = [Rule.from_json(r) for r in mr.get("resourceRules") or [] if isinstance(r, dict)]
-    cfg.exclude_rules = [Rule.from_json(r) for r in mr.get("excludeResourceRules") or [] if isinstance(r, dict)]
-    cfg.namespace_selector = mr.get("namespaceSelector")
-    cfg.object_selector = mr.get("objectSelector")
+    mr = _dict(mr, "matchResources")
+    cfg.rules = _rules(mr.get("resourceRules"), "resourceRules")
+    cfg.exclude_rules = _rules(mr.get("excludeResourceRules"), "excludeResourceRules")
+    cfg.namespace_selector = _selector(mr.get("namespaceSelector"), "namespaceSelector")
+    cfg.object_selector = _selector(mr.get("objectSelector"), "objectSelector")
 
 
 def from_json(obj: dict, source: str) -> AdmissionConfig:
@@ -154,13 +220,13 @@ def from_json(obj: dict, source: str) -> AdmissionConfig:
         raise BadInput(f"{source}: {kind_name} without metadata.name")
     kind = KIND_OF[kind_name]
     api_version = str(obj.get("apiVersion") or "")
-    cfg = AdmissionConfig(
-        kind=kind, api_version=api_version, name=str(meta["name"]), source=source,
-        labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
-        owners=[f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or [] if isinstance(o, dict)],
-        raw=obj,
-    )
+    cfg = AdmissionConfig(kind=kind, api_version=api_version, name=str(meta["name"]), source=source, raw=obj)
     try:
+        cfg.labels = {str(k): str(v) for k, v in _dict(meta.get("labels"), "metadata.labels").items()}
+        cfg.annotations = {str(k): str(v) for k, v in _dict(meta.get("annotations"), "metadata.annotations").items()}
+        owners = meta.get("ownerReferences") or []
+        cfg.owners = [f"{o.get('kind')}/{o.get('name')}" for o in owners if isinstance(o, dict)] \
+            if isinstance(owners, list) else []
         if kind in (VALIDATING, MUTATING):
             beta = api_version.endswith("/v1beta1")
             hooks = obj.get("webhooks") or []
@@ -168,14 +234,14 @@ def from_json(obj: dict, source: str) -> AdmissionConfig:
                 raise BadInput(f"{source}: webhooks is not a list")
             cfg.webhooks = [_webhook(w, kind, beta) for w in hooks]
         else:
-            spec = obj.get("spec") or {}
+            spec = _dict(obj.get("spec"), "spec")
             if kind in (VAP, MAP):
-                cfg.failure_policy = spec.get("failurePolicy") or "Fail"
-                cfg.match_conditions = list(spec.get("matchConditions") or [])
+                cfg.failure_policy = str(spec.get("failurePolicy") or "Fail")
+                cfg.match_conditions = _conditions(spec.get("matchConditions"), "spec.matchConditions")
                 _match_resources(cfg, spec.get("matchConstraints"))
             else:
-                cfg.policy_name = spec.get("policyName")
-                cfg.validation_actions = list(spec.get("validationActions") or [])
+                cfg.policy_name = str(spec.get("policyName") or "")
+                cfg.validation_actions = list(_strings(spec.get("validationActions"), "spec.validationActions"))
                 _match_resources(cfg, spec.get("matchResources"))
     except BadInput as e:
         raise BadInput(f"{source}: {kind_name} {cfg.name}: {e}") from None
