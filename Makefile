@@ -24,6 +24,7 @@ test: $(STAMP) system-deps
 bench: $(STAMP)
 	$(PY) bench/startup.py
 	$(PY) bench/diagnose.py
+	$(PY) bench/etcd_list.py
 
 clean:
 	rm -rf $(VENV) bench/.data .pytest_cache

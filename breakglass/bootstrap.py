@@ -74,6 +74,13 @@ RECOVERY_KINDS: tuple[BootstrapKind, ...] = (
     BootstrapKind("Node", "", "nodes", "kubelet registration", blocks_readiness=False, every_start=False),
     BootstrapKind("Lease", "coordination.k8s.io", "leases", "node heartbeats and leader election",
                   namespaces=("kube-node-lease", "kube-system"), blocks_readiness=False, every_start=False),
+    # The control plane's own Services in kube-system (kube-dns) and their endpoints, kept by controllers.
+    BootstrapKind("Service", "", "services", "kube-system Services (kube-dns)", namespaces=("kube-system",),
+                  blocks_readiness=False, every_start=False),
+    BootstrapKind("Endpoints", "", "endpoints", "endpoints controller", namespaces=("kube-system",),
+                  blocks_readiness=False, every_start=False),
+    BootstrapKind("EndpointSlice", "discovery.k8s.io", "endpointslices", "endpointslice controller",
+                  namespaces=("kube-system",), blocks_readiness=False, every_start=False),
 )
 
 _BY_RESOURCE = {k.resource: k for k in BOOTSTRAP_KINDS}

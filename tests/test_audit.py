@@ -94,7 +94,7 @@ def test_match_conditions_excluding_the_apiserver_clear_bootstrap_but_not_recove
     rep = audit.audit([_cfg(matchConditions=cond)])
     assert "bootstrap-intercept" not in {f.rule for f in rep.findings}
     [f] = [f for f in rep.findings if f.rule == "recovery-intercept"]
-    assert set(f.kinds) == {"Node", "Lease"}
+    assert set(f.kinds) == {"Node", "Lease", "Service", "Endpoints", "EndpointSlice"}
 
 
 def test_the_generated_fix_clears_the_finding():
