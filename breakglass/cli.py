@@ -295,6 +295,304 @@ def audit(
     _run(output, verbose, body)
 
 
+StateDirOpt = Annotated[Optional[str], typer.Option(
+    help="Where runs are kept (default: $BREAKGLASS_STATE_DIR, else $XDG_STATE_HOME/breakglass).",
+    show_default=False)]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show exactly what would change; change nothing.")]
+
+
+def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout):
+    from breakglass.access.etcd import EtcdSettings  # noqa: PLC0415
+    from breakglass.recovery import EtcdTarget  # noqa: PLC0415
+    from breakglass.webhooks.sources import etcd_prefixes  # noqa: PLC0415
+
+    etcd_prefixes(etcd_prefix)  # validates it
+    return EtcdTarget(EtcdSettings.resolve(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, timeout), etcd_prefix)
+
+
+def _confirm(question: str, yes: bool) -> None:
+    """Ask before changing anything. Scripts pass --yes; without a terminal there is no asking."""
+    from breakglass.errors import Interrupted  # noqa: PLC0415
+
+    if yes:
+        return
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise BadInput("refusing to change anything without --yes: standard input is not a terminal")
+    answer = input(f"{question} Type yes to go on: ").strip().lower()
+    if answer != "yes":
+        raise Interrupted("aborted at the confirmation; nothing was changed")
+
+
+def _progress_bytes(done: int, total: int) -> None:
+    pct = 100 * done // total if total else 100
+    print(f"\rsnapshot: {done >> 20} / {total >> 20} MiB ({pct}%)", end="", file=sys.stderr, flush=True)
+
+
+class Method(str, enum.Enum):
+    etcd = "etcd"
+
+
+@app.command()
+def recover(
+    method: Annotated[Method, typer.Option(help="How: etcd (delete the configurations' keys). More come later.")],
+    webhook_config: Annotated[Optional[List[str]], typer.Option(
+        "--webhook-config", "-w", help="Configuration to remove: NAME, kind/NAME, or its etcd key. Repeatable.",
+        show_default=False)] = None,
+    kind: Annotated[Optional[List[str]], typer.Option(
+        help="Limit NAME lookups to these kinds: validating, mutating, vap, vapbinding, map, mapbinding.",
+        show_default=False)] = None,
+    snapshot: Annotated[Optional[str], typer.Option(
+        help="First save a full etcd snapshot to this new file (checksummed).", show_default=False)] = None,
+    etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
+    etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
+    state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
+    output: OutputOpt = Output.text, verbose: VerboseOpt = False,
+) -> None:
+    """Remove the admission configurations that lock the control plane, reversibly.
+
+    --method etcd deletes each configuration's exact key
+    (/registry/validatingwebhookconfigurations/NAME) after a backup that is written,
+    fsynced and verified; the delete compares mod_revision with the backed-up version,
+    so nothing that was not backed up is ever deleted. Every step is journaled in a run
+    directory; `breakglass revert` puts the exact bytes back.
+
+    Examples:
+
+      breakglass recover --method etcd -w kyverno-resource-validating-webhook-cfg --dry-run
+
+      breakglass recover --method etcd -w validating/kyverno-resource-validating-webhook-cfg \\
+        --etcd-endpoints https://127.0.0.1:2379 --etcd-cacert ca.crt --etcd-cert c.crt --etcd-key c.key
+    """
+
+    def body() -> int:
+        from breakglass import recovery  # noqa: PLC0415
+        from breakglass.remedies.driver import RunResult  # noqa: PLC0415
+
+        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout)
+        remedy, steps = recovery.plan_etcd(target, list(webhook_config or []), list(kind or []) or None)
+        if dry_run:
+            res = RunResult(None, remedy.method, True, [s.to_json() for s in steps], "planned")
+            if output is Output.json:
+                _print_json("RecoverResult", res, 0, [])
+            else:
+                from breakglass import render  # noqa: PLC0415
+
+                print(render.plan(steps, remedy.method))
+                print("\ndry run: nothing was changed")
+            return 0
+        if output is Output.text:
+            from breakglass import render  # noqa: PLC0415
+
+            print(render.plan(steps, remedy.method))
+        _confirm(f"Delete {len(steps)} key(s) from etcd?", yes)
+        progress = _progress_bytes if sys.stderr.isatty() and snapshot else None
+        res = recovery.execute(remedy, steps, state_dir, {"refs": list(webhook_config or [])}, snapshot, progress)
+        if progress:
+            print(file=sys.stderr)
+        if output is Output.json:
+            _print_json("RecoverResult", res, 0, [])
+        else:
+            from breakglass import render  # noqa: PLC0415
+
+            print(render.run_result(res))
+        return 0
+
+    _run(output, verbose, body)
+
+
+@app.command()
+def revert(
+    run: Annotated[Optional[str], typer.Argument(
+        help="Run name (or unique prefix), or a run directory. Default: the latest not yet reverted.",
+        show_default=False)] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite targets that changed since the run.")] = False,
+    etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
+    etcd_key: EtcdKeyOpt = None, timeout: TimeoutOpt = None,
+    state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
+    output: OutputOpt = Output.text, verbose: VerboseOpt = False,
+) -> None:
+    """Undo a run in reverse order, from its journal alone.
+
+    Compare-before-write: a target that changed since the run (say, an operator recreated
+    the configuration) is reported with a diff and left alone, exit 4, unless --force.
+    Reverting twice is safe. A run directory copied to another machine reverts there too.
+
+    Examples:
+
+      breakglass revert --dry-run
+
+      breakglass revert 20261130T081500Z-3fa2c1 --yes
+
+      breakglass revert ./copied-run-dir --etcd-endpoints https://10.0.0.2:2379 ...
+    """
+
+    def body() -> int:
+        from breakglass import recovery  # noqa: PLC0415
+
+        target = None
+        if etcd_endpoints or etcd_cacert or etcd_cert or etcd_key or timeout:
+            target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, "/registry", timeout)
+        if not dry_run:
+            preview = recovery.revert_run(run, state_dir, target, force=force, dry_run=True)
+            if output is Output.text:
+                from breakglass import render  # noqa: PLC0415
+
+                print(render.revert_result(preview))
+            if preview.status == "nothing-to-do":
+                return 0
+            _confirm(f"Revert run {preview.run}?", yes)
+        res = recovery.revert_run(run, state_dir, target, force=force, dry_run=dry_run)
+        if output is Output.json:
+            _print_json("RevertResult", res, 0, [])
+        else:
+            from breakglass import render  # noqa: PLC0415
+
+            print(render.revert_result(res))
+        return 0
+
+    _run(output, verbose, body)
+
+
+@app.command()
+def runs(state_dir: StateDirOpt = None, output: OutputOpt = Output.text, verbose: VerboseOpt = False) -> None:
+    """List recovery runs in the state directory, with their state.
+
+    Examples:
+
+      breakglass runs
+
+      breakglass runs -o json | jq '.result[] | select(.status != "reverted")'
+    """
+
+    def body() -> int:
+        from breakglass import recovery  # noqa: PLC0415
+
+        items = recovery.list_runs(state_dir)
+        if output is Output.json:
+            _print_json("RunList", items, 0, [])
+        else:
+            from breakglass import render  # noqa: PLC0415
+
+            print(render.runs(items))
+        return 0
+
+    _run(output, verbose, body)
+
+
+etcd_app = typer.Typer(name="etcd", help="Low-level etcd access for experts (admission keys only), "
+                                          "sharing the recover/revert code.", no_args_is_help=True,
+                       rich_markup_mode=None)
+app.add_typer(etcd_app, name="etcd")
+
+
+@etcd_app.command("get")
+def etcd_get(
+    ref: Annotated[str, typer.Argument(help="NAME, kind/NAME or the etcd key of an admission configuration.")],
+    kind: Annotated[Optional[List[str]], typer.Option(help="Kinds to look NAME up in.", show_default=False)] = None,
+    etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
+    etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
+    output: OutputOpt = Output.text, verbose: VerboseOpt = False,
+) -> None:
+    """Show one admission configuration as stored in etcd: key, revisions and the decoded object.
+
+    Examples:
+
+      breakglass etcd get validating/kyverno-resource-validating-webhook-cfg
+
+      breakglass etcd get /registry/mutatingwebhookconfigurations/istio-sidecar-injector -o json
+    """
+
+    def body() -> int:
+        from breakglass import etcd_tools  # noqa: PLC0415
+
+        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout)
+        items = etcd_tools.get(target, ref, list(kind or []) or None)
+        if output is Output.json:
+            _print_json("EtcdObjects", items, 0, [])
+        else:
+            print(etcd_tools.render_objects(items))
+        return 0
+
+    _run(output, verbose, body)
+
+
+@etcd_app.command("list")
+def etcd_list(
+    etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
+    etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
+    output: OutputOpt = Output.text, verbose: VerboseOpt = False,
+) -> None:
+    """List the admission keys in etcd with their revisions, sizes and encodings.
+
+    Examples:
+
+      breakglass etcd list --etcd-endpoints https://127.0.0.1:2379 --etcd-cacert ca.crt --etcd-cert c.crt --etcd-key c.key
+    """
+
+    def body() -> int:
+        from breakglass import etcd_tools  # noqa: PLC0415
+
+        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout)
+        items = etcd_tools.list_keys(target)
+        if output is Output.json:
+            _print_json("EtcdKeys", items, 0, [])
+        else:
+            print(etcd_tools.render_keys(items))
+        return 0
+
+    _run(output, verbose, body)
+
+
+@etcd_app.command("backup")
+def etcd_backup(
+    refs: Annotated[List[str], typer.Argument(help="Configurations: NAME, kind/NAME or etcd keys.")],
+    kind: Annotated[Optional[List[str]], typer.Option(help="Kinds to look NAME up in.", show_default=False)] = None,
+    etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
+    etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
+    state_dir: StateDirOpt = None, output: OutputOpt = Output.text, verbose: VerboseOpt = False,
+) -> None:
+    """Back up configurations' raw bytes into a new run directory, changing nothing.
+
+    Examples:
+
+      breakglass etcd backup validating/kyverno-resource-validating-webhook-cfg
+    """
+
+    def body() -> int:
+        from breakglass import etcd_tools  # noqa: PLC0415
+
+        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout)
+        res = etcd_tools.backup(target, refs, list(kind or []) or None, state_dir)
+        if output is Output.json:
+            _print_json("EtcdBackup", res, 0, [])
+        else:
+            print(f"backed up {len(res['steps'])} key(s) in run {res['run']} ({res['path']})")
+        return 0
+
+    _run(output, verbose, body)
+
+
+@etcd_app.command("restore")
+def etcd_restore(
+    run: Annotated[str, typer.Argument(help="Run (from `etcd backup` or `recover`), by name or directory.")],
+    force: Annotated[bool, typer.Option(help="Overwrite keys that exist with other content.")] = False,
+    etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
+    etcd_key: EtcdKeyOpt = None, timeout: TimeoutOpt = None,
+    state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
+    output: OutputOpt = Output.text, verbose: VerboseOpt = False,
+) -> None:
+    """Put backed-up keys back where they are absent (the same code as revert).
+
+    Examples:
+
+      breakglass etcd restore 20261130T081500Z-3fa2c1 --dry-run
+    """
+    revert(run=run, force=force, etcd_endpoints=etcd_endpoints, etcd_cacert=etcd_cacert, etcd_cert=etcd_cert,
+           etcd_key=etcd_key, timeout=timeout, state_dir=state_dir, dry_run=dry_run, yes=yes, output=output,
+           verbose=verbose)
+
+
 @app.command()
 def version(output: OutputOpt = Output.text) -> None:
     """Print the version of breakglass."""

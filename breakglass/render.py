@@ -130,3 +130,40 @@ def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
 
 
 _SEV = ["info", "low", "medium", "high", "critical"]
+
+
+def plan(steps, method: str) -> str:
+    out = [f"plan ({method}): {len(steps)} change(s)"]
+    for st in steps:
+        out.append("")
+        out.append(f"  {st.id}. {st.summary}")
+        out += ["     " + line for line in st.diff.rstrip().splitlines()]
+    return "\n".join(out)
+
+
+def run_result(r) -> str:
+    out = [f"run {r.run}: {r.status}"]
+    if r.snapshot:
+        out.append(f"  etcd snapshot: {r.snapshot['path']} ({r.snapshot['size']} bytes, sha256 {r.snapshot['sha256']})")
+    for st in r.steps:
+        out.append(f"  {st['id']}. {st['summary']}: {st['status']} ({st.get('verify', '')})")
+    out.append(f"undo with: breakglass revert {r.run}")
+    return "\n".join(out)
+
+
+def revert_result(r) -> str:
+    head = "dry run, nothing changed: " if r.dry_run else ""
+    out = [f"{head}revert of run {r.run}: {r.status}"]
+    for o in r.outcomes:
+        out.append(f"  {o.step}: {o.outcome}: {o.detail}")
+        if o.diff:
+            out += ["      " + line for line in o.diff.rstrip().splitlines()]
+    return "\n".join(out)
+
+
+def runs(items) -> str:
+    if not items:
+        return "no runs"
+    rows = [[r.run, r.kind, r.method or "-", r.status, str(len(r.steps))] for r in items]
+    out = _table(["RUN", "KIND", "METHOD", "STATUS", "STEPS"], rows)
+    return "\n".join(out)

@@ -78,16 +78,23 @@ def test_unknown_option_is_usage_error():
     assert p.returncode == 2 and b"Traceback" not in p.stderr
 
 
+def _walk(group, prefix=()):
+    for name, cmd in sorted(group.commands.items()):
+        if hasattr(cmd, "commands"):
+            yield from _walk(cmd, prefix + (name,))
+        else:
+            yield prefix + (name,), cmd
+
+
 def _commands():
     from breakglass.cli import app
     import typer.main
-    group = typer.main.get_group(app)
-    return sorted(group.commands)
+    return [" ".join(path) for path, _ in _walk(typer.main.get_group(app))]
 
 
 @pytest.mark.parametrize("command", _commands())
 def test_every_command_has_help_and_is_documented(command):
-    p = run_cli(command, "--help")
+    p = run_cli(*command.split(), "--help")
     assert p.returncode == 0 and len(p.stdout) > 100
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     assert f"breakglass {command}" in readme, f"README does not document `breakglass {command}`"
@@ -96,8 +103,8 @@ def test_every_command_has_help_and_is_documented(command):
 def test_every_command_takes_output_json():
     from breakglass.cli import app
     import typer.main
-    for name, cmd in typer.main.get_group(app).commands.items():
-        assert any("--output" in p.opts for p in cmd.params), name
+    for path, cmd in _walk(typer.main.get_group(app)):
+        assert any("--output" in p.opts for p in cmd.params), path
 
 
 def test_readme_exit_code_table_matches_the_code():

@@ -1,0 +1,171 @@
+"""Recover and revert as operations on run directories: what the CLI (and the wizard) drive.
+
+``plan_*`` reads the target and returns the exact steps; ``execute`` backs up, applies
+and verifies them inside a new run directory; ``revert_run`` undoes a run from its journal
+alone; ``report`` writes the postmortem summary.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass, field
+
+from breakglass import journal
+from breakglass.access.etcd import Etcd, EtcdSettings
+from breakglass.errors import BadInput, BreakglassError, Interrupted
+from breakglass.journal import Run
+from breakglass.remedies import driver
+from breakglass.remedies.base import Step
+from breakglass.remedies.etcd_delete import EtcdDelete
+from breakglass.webhooks import sources
+
+
+@dataclass
+class EtcdTarget:
+    settings: EtcdSettings
+    prefix: str = sources.DEFAULT_ETCD_PREFIX
+
+    def connect(self) -> Etcd:
+        return Etcd(self.settings, tuple(sources.etcd_prefixes(self.prefix).values()))
+
+
+def plan_etcd(target: EtcdTarget, refs: list[str], kinds: list[str] | None = None) -> tuple[EtcdDelete, list[Step]]:
+    if not refs:
+        raise BadInput("name at least one configuration with --webhook-config")
+    remedy = EtcdDelete(target.connect(), refs, kinds, target.prefix)
+    return remedy, remedy.plan()
+
+
+def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_path: str | None = None,
+            progress=None, hook=None) -> driver.RunResult:
+    run = Run.create(journal.state_dir(state), "recover", {"method": remedy.method, **meta})
+    snap = None
+    if snapshot_path:
+        snap = take_snapshot(remedy.etcd, run, snapshot_path, progress)
+    try:
+        result = driver.apply(remedy, steps, run, hook)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted during run {run.id}; its journal says what was done",
+                          hint=f"`breakglass revert {run.id}` undoes it") from None
+    except BreakglassError as e:
+        e.hint = e.hint or f"run {run.id} recorded what happened; `breakglass revert {run.id}` undoes any step done"
+        raise
+    finally:
+        run.write_file("report.md", report(run))
+    result.snapshot = snap
+    return result
+
+
+def take_snapshot(etcd: Etcd, run: Run, path: str, progress=None) -> dict:
+    if os.path.exists(path):
+        raise BadInput(f"{path} exists; choose a new snapshot file")
+    run.append("snapshot-started", path=os.path.abspath(path))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        size = etcd.snapshot(out, progress)
+        out.flush()
+        os.fsync(out.fileno())
+    digest = _file_sha256(path)
+    run.append("snapshot-saved", path=os.path.abspath(path), size=size, sha256=digest)
+    return {"path": os.path.abspath(path), "size": size, "sha256": digest}
+
+
+def _file_sha256(path: str) -> str:
+    import hashlib  # noqa: PLC0415
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def remedy_for(state: driver.RunState, etcd: EtcdTarget | None):
+    if state.method == "etcd":
+        if etcd is None:
+            eps = ",".join(state.target.get("etcd_endpoints") or [])
+            etcd = EtcdTarget(EtcdSettings.resolve(eps or None),
+                              state.target.get("etcd_prefix") or sources.DEFAULT_ETCD_PREFIX)
+        return EtcdDelete(etcd.connect(), prefix=etcd.prefix)
+    raise BadInput(f"run {state.run}: method {state.method!r} cannot be reverted by this version")
+
+
+def latest_unreverted(state: str | None) -> Run:
+    for run in reversed(journal.list_runs(state)):
+        st = driver.replay(run)
+        if st.status not in ("reverted",) and any(s.backup for s in st.steps):
+            return run
+    raise BadInput(f"no run left to revert in {journal.state_dir(state)}",
+                   hint="`breakglass runs` lists them; name one to revert it again")
+
+
+def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, force: bool = False,
+               dry_run: bool = False) -> driver.RevertResult:
+    run = Run.open(ref, state) if ref else latest_unreverted(state)
+    st = driver.replay(run)
+    if not any(s.backup for s in st.steps):  # stopped before anything was backed up, so before any change
+        return driver.RevertResult(run.id, dry_run, [], "nothing-to-do")
+    remedy = remedy_for(st, etcd)
+    try:
+        return driver.revert(remedy, run, force=force, dry_run=dry_run)
+    finally:
+        if not dry_run:
+            run.write_file("report.md", report(run))
+
+
+@dataclass
+class RunSummary:
+    run: str
+    path: str
+    kind: str
+    method: str | None
+    status: str
+    started: str | None
+    steps: list[str] = field(default_factory=list)
+
+
+def list_runs(state: str | None) -> list[RunSummary]:
+    out = []
+    for run in journal.list_runs(state):
+        try:
+            st = driver.replay(run)
+        except BadInput as e:
+            out.append(RunSummary(run.id, run.path, "?", None, f"unreadable: {e}", None))
+            continue
+        out.append(RunSummary(run.id, run.path, st.kind, st.method, st.status, st.started,
+                              [f"{s.step.summary} [{s.last}{', ' + s.reverts[-1] if s.reverts else ''}]"
+                               for s in st.steps]))
+    return out
+
+
+def report(run: Run) -> str:
+    """report.md: the run for the postmortem (timeline, changes, backups, revert status)."""
+    st = driver.replay(run)
+    lines = [f"# breakglass run {run.id}", "", f"- kind: {st.kind}", f"- method: {st.method or '-'}",
+             f"- status: **{st.status}**", f"- started: {st.started}", ""]
+    if st.target:
+        lines += ["## Target", ""] + [f"- {k}: {v}" for k, v in st.target.items()] + [""]
+    lines += ["## Changes", ""]
+    for s in st.steps:
+        lines.append(f"### {s.step.id}: {s.step.summary}")
+        lines += ["", "```diff", s.step.diff.rstrip(), "```", ""]
+        lines.append(f"- last transition: {s.last}")
+        if s.backup:
+            for k, v in s.backup.items():
+                if k.endswith("sha256"):
+                    lines.append(f"- backup {k[:-7]}: `backups/{s.backup[k[:-7]]}` sha256 `{v}`")
+        if s.reverts:
+            lines.append(f"- revert: {', '.join(s.reverts)}")
+        lines.append("")
+    lines += ["## Timeline", ""]
+    for e in run.events():
+        extra = {k: v for k, v in e.items() if k not in ("ts", "event", "steps", "backup", "target")}
+        lines.append(f"- {e.get('ts')} {e.get('event')} {extra if extra else ''}".rstrip())
+    lines += ["", "To undo: `breakglass revert " + run.id + "` (works from a copy of this directory too: "
+              "`breakglass revert /path/to/" + run.id + "`)."]
+    return "\n".join(lines) + "\n"
+
+
+def key_of(step: Step) -> bytes:
+    return base64.b64decode(step.data["key_b64"])

@@ -1,0 +1,159 @@
+"""Run a remedy's steps with every transition journaled, and undo a run from its journal.
+
+Transitions, each fsynced before the next action: planned → (per step) backing-up →
+backed-up → applying → applied → verified; then run-finished. A crash between any two
+leaves a journal that says how far it got; revert then asks the target itself whether
+the change happened (compare-before-write), so it neither misses nor repeats anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from breakglass.errors import BreakglassError, PreconditionFailed
+from breakglass.journal import Run
+from breakglass.remedies.base import CONFLICT, Remedy, RevertOutcome, Step
+
+Hook = Callable[[str, Step], None]  # (transition, step): lets tests act between transitions
+
+
+@dataclass
+class RunResult:
+    run: str | None
+    method: str
+    dry_run: bool
+    steps: list[dict]
+    status: str  # planned | applied | failed | interrupted
+    error: str | None = None
+    snapshot: dict | None = None
+
+
+def apply(remedy: Remedy, steps: list[Step], run: Run, hook: Hook | None = None) -> RunResult:
+    hook = hook or (lambda t, s: None)
+    run.append("planned", method=remedy.method, target=remedy.describe_target(),
+               steps=[s.to_json() for s in steps])
+    done: list[dict] = []
+    current: Step | None = None
+    try:
+        for step in steps:
+            current = step
+            run.append("backing-up", step=step.id)
+            info = remedy.backup(step, run)
+            run.append("backed-up", step=step.id, backup=info)
+            hook("backed-up", step)
+            run.append("applying", step=step.id)
+            remedy.apply(step, info)
+            run.append("applied", step=step.id)
+            hook("applied", step)
+            detail = remedy.verify(step)
+            run.append("verified", step=step.id, detail=detail)
+            done.append({**step.to_json(), "status": "verified", "verify": detail})
+        run.append("run-finished", status="applied")
+        return RunResult(run.id, remedy.method, False, done, "applied")
+    except KeyboardInterrupt:
+        run.append("interrupted", step=current.id if current else None)
+        raise
+    except BreakglassError as e:
+        run.append("failed", step=current.id if current else None, error=str(e), kind=e.kind)
+        raise
+
+
+@dataclass
+class StepState:
+    step: Step
+    last: str
+    backup: dict | None = None
+    reverts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunState:
+    run: str
+    kind: str
+    method: str | None
+    target: dict
+    status: str
+    started: str | None
+    steps: list[StepState]
+
+
+def replay(run: Run) -> RunState:
+    """What the journal says happened, step by step."""
+    kind = method = None
+    target: dict = {}
+    started = None
+    steps: dict[str, StepState] = {}
+    status = "started"
+    for e in run.events():
+        ev = e.get("event")
+        if ev == "run-started":
+            kind, started = e.get("kind"), e.get("ts")
+            status = "started"
+        elif ev == "planned":
+            method, target = e.get("method"), e.get("target") or {}
+            for s in e.get("steps") or []:
+                st = Step.from_json(s)
+                steps[st.id] = StepState(st, "planned")
+            status = "planned"
+        elif ev in ("backing-up", "backed-up", "applying", "applied", "verified") and e.get("step") in steps:
+            st = steps[e["step"]]
+            st.last = ev
+            if ev == "backed-up":
+                st.backup = e.get("backup")
+            status = "applying"
+        elif ev == "reverting" and e.get("step") in steps:
+            steps[e["step"]].reverts.append("reverting")
+            status = "reverting"
+        elif ev == "reverted" and e.get("step") in steps:
+            steps[e["step"]].reverts.append(e.get("outcome", "reverted"))
+        elif ev == "revert-conflict" and e.get("step") in steps:
+            steps[e["step"]].reverts.append(CONFLICT)
+            status = "revert-conflict"
+        elif ev == "run-finished":
+            status = e.get("status", "applied")
+        elif ev in ("interrupted", "failed"):
+            status = ev
+        elif ev == "run-reverted":
+            status = "reverted"
+    return RunState(run.id, kind or "?", method, target, status, started, list(steps.values()))
+
+
+@dataclass
+class RevertResult:
+    run: str
+    dry_run: bool
+    outcomes: list[RevertOutcome]
+    status: str  # reverted | conflict | nothing-to-do
+
+
+def revert(remedy: Remedy, run: Run, force: bool = False, dry_run: bool = False) -> RevertResult:
+    state = replay(run)
+    todo = [s for s in reversed(state.steps) if s.backup is not None]
+    outcomes: list[RevertOutcome] = []
+    if not todo:
+        return RevertResult(run.id, dry_run, [], "nothing-to-do")
+    for st in todo:
+        if dry_run:
+            outcomes.append(remedy.revert(st.step, st.backup, run, force=force, dry_run=True))
+            continue
+        run.append("reverting", step=st.step.id, force=force)
+        out = remedy.revert(st.step, st.backup, run, force=force)
+        if out.outcome == CONFLICT:
+            run.append("revert-conflict", step=st.step.id, detail=out.detail)
+        else:
+            run.append("reverted", step=st.step.id, outcome=out.outcome, detail=out.detail)
+        outcomes.append(out)
+    conflicts = [o for o in outcomes if o.outcome == CONFLICT]
+    if not dry_run and not conflicts:
+        run.append("run-reverted")
+    status = "conflict" if conflicts else ("would-revert" if dry_run else "reverted")
+    result = RevertResult(run.id, dry_run, outcomes, status)
+    if conflicts and not dry_run:
+        err = PreconditionFailed(
+            f"{len(conflicts)} step(s) not reverted: the target changed since the run "
+            f"({'; '.join(c.detail for c in conflicts)})",
+            hint="that is often the desired end state (an operator recreated it); --force overwrites it")
+        err.result = result  # type: ignore[attr-defined]
+        raise err
+    return result
