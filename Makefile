@@ -25,6 +25,7 @@ bench: $(STAMP)
 	$(PY) bench/startup.py
 	$(PY) bench/diagnose.py
 	$(PY) bench/etcd_list.py
+	$(PY) bench/etcd.py
 
 clean:
 	rm -rf $(VENV) bench/.data .pytest_cache

@@ -58,27 +58,10 @@ def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_p
 
 
 def take_snapshot(etcd: Etcd, run: Run, path: str, progress=None) -> dict:
-    if os.path.exists(path):
-        raise BadInput(f"{path} exists; choose a new snapshot file")
     run.append("snapshot-started", path=os.path.abspath(path))
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        size = etcd.snapshot(out, progress)
-        out.flush()
-        os.fsync(out.fileno())
-    digest = _file_sha256(path)
-    run.append("snapshot-saved", path=os.path.abspath(path), size=size, sha256=digest)
-    return {"path": os.path.abspath(path), "size": size, "sha256": digest}
-
-
-def _file_sha256(path: str) -> str:
-    import hashlib  # noqa: PLC0415
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    info = etcd.save_snapshot(path, progress)
+    run.append("snapshot-saved", **info)
+    return info
 
 
 def remedy_for(state: driver.RunState, etcd: EtcdTarget | None):
