@@ -220,3 +220,12 @@ def test_api_listing_through_kubeconfig(tmp_path):
         kc.write_text(kc.read_text().replace("s3cret", "wrong"))
         p = run_cli("audit", "--kubeconfig", str(kc))
         assert p.returncode == 5 and b"401" in p.stderr
+
+
+def test_several_endpoints_fail_over_to_a_live_one(etcd_clean):
+    _seed(etcd_clean, [KYVERNO])
+    dead = f"127.0.0.1:{es.free_port()}"
+    for eps in (f"{dead},{etcd_clean.endpoint}", f"{etcd_clean.endpoint},{dead}"):
+        p = run_cli("webhooks", "--etcd-endpoints", eps, "--timeout", "2", "-o", "json")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["result"]["rows"][0]["webhook"] == "validate.kyverno.svc-fail"

@@ -231,6 +231,12 @@ class Etcd:
         import pyetcd  # noqa: PLC0415
 
         where = ",".join(self.settings.endpoints)
+        # With several endpoints the client marks a failed one and moves on: try each once.
+        for _ in range(len(self.settings.endpoints) - 1):
+            try:
+                return fn()
+            except (pyetcd.exceptions.ConnectionFailedError, pyetcd.exceptions.ConnectionTimeoutError):
+                continue
         try:
             return fn()
         except pyetcd.exceptions.ConnectionFailedError:
