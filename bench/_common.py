@@ -34,3 +34,39 @@ def run(cmd: list[str], repeat: int = 3, stdin_path: str | None = None) -> tuple
 
 def report(name: str, ours: float, theirs: float, other: str, goal: str) -> None:
     print(f"{name}: breakglass {ours:.3f}s, {other} {theirs:.3f}s, ratio {ours / theirs:.2f}x ({goal})")
+
+
+def seeded_etcd(unrelated: int, configs: int = 50, value_size: int = 150, kinds=("validating",)):
+    """A real etcd on loopback holding ``unrelated`` keys and ``configs`` webhook configurations.
+
+    Returns (server, raw client, {key: value} of the configurations, temp dir); the caller stops it.
+    """
+    import json as _json  # noqa: PLC0415
+
+    from breakglass.webhooks import codec, sources  # noqa: PLC0415
+    from tests import etcd_server as es  # noqa: PLC0415
+    from tests.test_codec import KYVERNO  # noqa: PLC0415
+
+    tmp = tempfile.mkdtemp()
+    srv = es.start(tmp)
+    c = es.raw_client(srv)
+    t0 = time.perf_counter()
+    batch = []
+    for i in range(unrelated):
+        batch.append((f"/registry/pods/ns-{i % 100}/pod-{i}".encode(), os.urandom(value_size)))
+        if len(batch) == 5000:
+            es.put_many(c, batch)
+            batch = []
+    es.put_many(c, batch)
+    blobs = {}
+    for i in range(configs):
+        o = _json.loads(_json.dumps(KYVERNO))
+        o["metadata"]["name"] = f"cfg-{i:02d}"
+        kind = kinds[i % len(kinds)]
+        if kind == "mutating":
+            o["kind"] = "MutatingWebhookConfiguration"
+        blobs[sources.etcd_key(kind, o["metadata"]["name"])] = codec.encode_value(o)
+    es.put_many(c, list(blobs.items()))
+    print(f"seeded {unrelated} unrelated keys and {configs} configurations in {time.perf_counter() - t0:.0f}s",
+          flush=True)
+    return srv, c, blobs, tmp

@@ -10,50 +10,29 @@ Usage: python bench/etcd.py [unrelated-keys]
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import BREAKGLASS, report, run  # noqa: E402
-from breakglass.webhooks import codec, sources  # noqa: E402
+from bench._common import BREAKGLASS, report, seeded_etcd  # noqa: E402
 from tests import etcd_server as es  # noqa: E402
-from tests.test_codec import KYVERNO  # noqa: E402
 
 
 def main() -> int:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     etcdctl = shutil.which("etcdctl")
     assert etcdctl, "etcdctl is needed for the comparison (Debian: etcd-client)"
-    tmp = tempfile.mkdtemp()
-    srv = es.start(tmp)
+    srv, c, blobs, tmp = seeded_etcd(n)
     try:
-        c = es.raw_client(srv)
-        t0 = time.perf_counter()
-        batch = []
-        for i in range(n):
-            batch.append((f"/registry/pods/ns-{i % 100}/pod-{i}".encode(), os.urandom(150)))
-            if len(batch) == 5000:
-                es.put_many(c, batch, batch=100)
-                batch = []
-        es.put_many(c, batch)
-        names, blobs = [], {}
-        for i in range(50):
-            o = json.loads(json.dumps(KYVERNO))
-            o["metadata"]["name"] = name = f"cfg-{i:02d}"
-            names.append(name)
-            blobs[sources.etcd_key("validating", name)] = codec.encode_value(o)
+        names = [k.decode().rsplit("/", 1)[-1] for k in blobs]
 
         def restore():
             es.put_many(c, list(blobs.items()))
 
-        restore()
-        print(f"seeded {n} unrelated keys and 50 configurations in {time.perf_counter() - t0:.0f}s", flush=True)
         env = {**os.environ, "ETCDCTL_API": "3"}
 
         times_bg, times_ctl = [], []

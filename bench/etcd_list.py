@@ -9,18 +9,15 @@ Usage: python bench/etcd_list.py [unrelated-keys]
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import BREAKGLASS, report, run  # noqa: E402
+from bench._common import BREAKGLASS, report, run, seeded_etcd  # noqa: E402
 from breakglass.webhooks import codec, sources  # noqa: E402
-from tests import etcd_server as es  # noqa: E402
 from tests.test_codec import KYVERNO  # noqa: E402
 
 
@@ -28,23 +25,9 @@ def main() -> int:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     etcdctl = shutil.which("etcdctl")
     assert etcdctl, "etcdctl is needed for the comparison (Debian: etcd-client)"
-    tmp = tempfile.mkdtemp()
-    srv = es.start(tmp)
+    srv, c, _, tmp = seeded_etcd(n, 50, 200, kinds=("validating", "mutating"))
     try:
-        c = es.raw_client(srv)
-        t0 = time.perf_counter()
-        es.put_many(c, ((f"/registry/pods/ns-{i % 100}/pod-{i}".encode(), os.urandom(200)) for i in range(n)))
-        configs = []
-        for i in range(50):
-            o = json.loads(json.dumps(KYVERNO))
-            o["metadata"]["name"] = f"cfg-{i:02d}"
-            kind = "validating" if i % 2 else "mutating"
-            if kind == "mutating":
-                o["kind"] = "MutatingWebhookConfiguration"
-            configs.append((sources.etcd_key(kind, o["metadata"]["name"]), codec.encode_value(o)))
-        es.put_many(c, configs)
         c.close()
-        print(f"seeded {n} unrelated keys and 50 configurations in {time.perf_counter() - t0:.1f}s")
 
         ours, rss, code = run([*BREAKGLASS, "webhooks", "--etcd-endpoints", srv.endpoint, "-o", "json"], repeat=5)
         assert code == 0

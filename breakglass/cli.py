@@ -98,6 +98,21 @@ def _progress_line(source: str, done: int) -> None:
     print(f"\rreading {source}: {done >> 20} MiB", end="", file=sys.stderr, flush=True)
 
 
+def _render():
+    from breakglass import render  # noqa: PLC0415 - text rendering is only needed for text output
+
+    return render
+
+
+def _show(output: Output, kind: str, result: Any, text: Callable[[], str], code: int = 0,
+          warnings: list[str] | None = None) -> None:
+    """Print a result as the versioned JSON envelope or as text."""
+    if output is Output.json:
+        _print_json(kind, result, code, warnings or [])
+    else:
+        print(text())
+
+
 def _print_json(kind: str, result: Any, code: int, warnings: list[str]) -> None:
     from breakglass.envelope import dumps, envelope  # noqa: PLC0415
 
@@ -159,12 +174,7 @@ def diagnose(
             if progress:
                 print("\r\033[K", end="", file=sys.stderr, flush=True)
         code = int(ExitCode.FOUND if diag.verdict.needs_action else ExitCode.OK)
-        if output is Output.json:
-            _print_json("Diagnosis", diag, code, warnings)
-        else:
-            from breakglass import render  # noqa: PLC0415
-
-            print(render.diagnosis(diag, warnings, verbose))
+        _show(output, "Diagnosis", diag, lambda: _render().diagnosis(diag, warnings, verbose), code, warnings)
         return code
 
     _run(output, verbose, body)
@@ -235,12 +245,7 @@ def webhooks(
         inv = _sources.load(_spec(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert,
                                   etcd_cert, etcd_key, etcd_prefix, timeout))
         li = _listing.listing(inv, target_version)
-        if output is Output.json:
-            _print_json("WebhookList", li, 0, inv.warnings)
-        else:
-            from breakglass import render  # noqa: PLC0415
-
-            print(render.listing(li, inv.warnings))
+        _show(output, "WebhookList", li, lambda: _render().listing(li, inv.warnings), 0, inv.warnings)
         return 0
 
     _run(output, verbose, body)
@@ -283,13 +288,9 @@ def audit(
         rep = _audit.audit(inv.configs, target_version)
         worst = _audit.RANK[rep.worst] if rep.worst else -1
         code = int(ExitCode.FOUND if worst >= _audit.RANK[fail_on.value] else ExitCode.OK)
-        if output is Output.json:
-            _print_json("AuditReport", rep, code, inv.warnings + inv.opaque)
-        else:
-            from breakglass import render  # noqa: PLC0415
-
-            print(render.audit_report(rep, inv.warnings + [f"encrypted, not audited: {k}" for k in inv.opaque],
-                                      verbose))
+        _show(output, "AuditReport", rep, lambda: _render().audit_report(
+            rep, inv.warnings + [f"encrypted, not audited: {k}" for k in inv.opaque], verbose),
+            code, inv.warnings + inv.opaque)
         return code
 
     _run(output, verbose, body)
@@ -373,29 +374,17 @@ def recover(
         remedy, steps = recovery.plan_etcd(target, list(webhook_config or []), list(kind or []) or None)
         if dry_run:
             res = RunResult(None, remedy.method, True, [s.to_json() for s in steps], "planned")
-            if output is Output.json:
-                _print_json("RecoverResult", res, 0, [])
-            else:
-                from breakglass import render  # noqa: PLC0415
-
-                print(render.plan(steps, remedy.method))
-                print("\ndry run: nothing was changed")
+            _show(output, "RecoverResult", res,
+                  lambda: _render().plan(steps, remedy.method) + "\n\ndry run: nothing was changed")
             return 0
         if output is Output.text:
-            from breakglass import render  # noqa: PLC0415
-
-            print(render.plan(steps, remedy.method))
+            print(_render().plan(steps, remedy.method))
         _confirm(f"Delete {len(steps)} key(s) from etcd?", yes)
         progress = _progress_bytes if sys.stderr.isatty() and snapshot else None
         res = recovery.execute(remedy, steps, state_dir, {"refs": list(webhook_config or [])}, snapshot, progress)
         if progress:
             print(file=sys.stderr)
-        if output is Output.json:
-            _print_json("RecoverResult", res, 0, [])
-        else:
-            from breakglass import render  # noqa: PLC0415
-
-            print(render.run_result(res))
+        _show(output, "RecoverResult", res, lambda: _render().run_result(res))
         return 0
 
     _run(output, verbose, body)
@@ -435,20 +424,14 @@ def revert(
             target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, "/registry", timeout)
         if not dry_run:
             preview = recovery.revert_run(run, state_dir, target, force=force, dry_run=True)
-            if output is Output.text:
-                from breakglass import render  # noqa: PLC0415
-
-                print(render.revert_result(preview))
             if preview.status == "nothing-to-do":
+                _show(output, "RevertResult", preview, lambda: _render().revert_result(preview))
                 return 0
+            if output is Output.text:
+                print(_render().revert_result(preview))
             _confirm(f"Revert run {preview.run}?", yes)
         res = recovery.revert_run(run, state_dir, target, force=force, dry_run=dry_run)
-        if output is Output.json:
-            _print_json("RevertResult", res, 0, [])
-        else:
-            from breakglass import render  # noqa: PLC0415
-
-            print(render.revert_result(res))
+        _show(output, "RevertResult", res, lambda: _render().revert_result(res))
         return 0
 
     _run(output, verbose, body)
@@ -469,12 +452,7 @@ def runs(state_dir: StateDirOpt = None, output: OutputOpt = Output.text, verbose
         from breakglass import recovery  # noqa: PLC0415
 
         items = recovery.list_runs(state_dir)
-        if output is Output.json:
-            _print_json("RunList", items, 0, [])
-        else:
-            from breakglass import render  # noqa: PLC0415
-
-            print(render.runs(items))
+        _show(output, "RunList", items, lambda: _render().runs(items))
         return 0
 
     _run(output, verbose, body)
@@ -508,10 +486,7 @@ def etcd_get(
 
         target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout)
         items = etcd_tools.get(target, ref, list(kind or []) or None)
-        if output is Output.json:
-            _print_json("EtcdObjects", items, 0, [])
-        else:
-            print(etcd_tools.render_objects(items))
+        _show(output, "EtcdObjects", items, lambda: etcd_tools.render_objects(items))
         return 0
 
     _run(output, verbose, body)
@@ -535,10 +510,7 @@ def etcd_list(
 
         target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout)
         items = etcd_tools.list_keys(target)
-        if output is Output.json:
-            _print_json("EtcdKeys", items, 0, [])
-        else:
-            print(etcd_tools.render_keys(items))
+        _show(output, "EtcdKeys", items, lambda: etcd_tools.render_keys(items))
         return 0
 
     _run(output, verbose, body)
@@ -568,10 +540,8 @@ def etcd_snapshot(
             etcd.close()
         if progress:
             print(file=sys.stderr)
-        if output is Output.json:
-            _print_json("EtcdSnapshot", info, 0, [])
-        else:
-            print(f"saved {info['size']} bytes to {info['path']} (sha256 {info['sha256']})")
+        _show(output, "EtcdSnapshot", info,
+              lambda: f"saved {info['size']} bytes to {info['path']} (sha256 {info['sha256']})")
         return 0
 
     _run(output, verbose, body)
@@ -597,10 +567,8 @@ def etcd_backup(
 
         target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout)
         res = etcd_tools.backup(target, refs, list(kind or []) or None, state_dir)
-        if output is Output.json:
-            _print_json("EtcdBackup", res, 0, [])
-        else:
-            print(f"backed up {len(res['steps'])} key(s) in run {res['run']} ({res['path']})")
+        _show(output, "EtcdBackup", res,
+              lambda: f"backed up {len(res['steps'])} key(s) in run {res['run']} ({res['path']})")
         return 0
 
     _run(output, verbose, body)
@@ -631,10 +599,7 @@ def version(output: OutputOpt = Output.text) -> None:
     """Print the version of breakglass."""
 
     def body() -> int:
-        if output is Output.json:
-            _print_json("Version", {"breakglass": __version__}, 0, [])
-        else:
-            print(f"breakglass {__version__}")
+        _show(output, "Version", {"breakglass": __version__}, lambda: f"breakglass {__version__}")
         return 0
 
     _run(output, False, body)
