@@ -47,6 +47,15 @@ class Engine(str, enum.Enum):
 
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="text for people, json for scripts.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Full evidence lines; tracebacks on bugs.")]
+TalosconfigOpt = Annotated[Optional[str], typer.Option(
+    help="talosconfig file (default: $TALOSCONFIG, then talosctl's own defaults).", show_default=False)]
+TalosContextOpt = Annotated[Optional[str], typer.Option("--talos-context", help="talosconfig context.",
+                                                        show_default=False)]
+TalosEndpointsOpt = Annotated[Optional[str], typer.Option(
+    "--talos-endpoints", "-e", help="Talos API endpoints (talosctl -e), comma-separated.", show_default=False)]
+TalosctlOpt = Annotated[str, typer.Option(help="The talosctl binary.")]
+
+
 
 app = typer.Typer(
     name="breakglass",
@@ -139,6 +148,11 @@ def diagnose(
     year: Annotated[Optional[int], typer.Option(
         min=1970, max=9999, help="Year for klog timestamps, which carry none (default: this year).")] = None,
     scanner: Annotated[Engine, typer.Option(help="Line finder: hyperscan when installed, else python.")] = Engine.auto,
+    talos_node: Annotated[Optional[List[str]], typer.Option(
+        help="Read kube-apiserver's logs from these Talos nodes with `talosctl logs -k` (comma-separated).",
+        show_default=False)] = None,
+    talosconfig: TalosconfigOpt = None, talos_context: TalosContextOpt = None,
+    talos_endpoints: TalosEndpointsOpt = None, talosctl: TalosctlOpt = "talosctl",
 ) -> None:
     """Name the admission deadlock in kube-apiserver logs.
 
@@ -161,7 +175,13 @@ def diagnose(
         from breakglass.diagnose.engine import Options, diagnose_paths  # noqa: PLC0415
 
         paths = list(logs or [])
-        if not paths:
+        extra = []
+        if talos_node:
+            from breakglass.logs.remote import talos_sources  # noqa: PLC0415
+
+            extra = talos_sources(_talos(talosctl, talosconfig, talos_context, talos_endpoints, None),
+                                  _split(talos_node))
+        if not paths and not extra:
             if sys.stdin is None or sys.stdin.isatty():
                 raise BadInput("no logs given: name files or directories, or pipe a log into standard input",
                                hint="breakglass diagnose --help shows examples")
@@ -169,7 +189,8 @@ def diagnose(
         progress = _progress_line if sys.stderr.isatty() else None
         try:
             diag, warnings = diagnose_paths(paths, Options(max_evidence=max_evidence, year=year,
-                                                           engine=scanner.value, progress=progress))
+                                                           engine=scanner.value, progress=progress),
+                                        extra_sources=extra)
         finally:
             if progress:
                 print("\r\033[K", end="", file=sys.stderr, flush=True)
@@ -325,6 +346,44 @@ def _confirm(question: str, yes: bool) -> None:
         raise Interrupted("aborted at the confirmation; nothing was changed")
 
 
+_SPIN = "|/-\\"
+_spin_state = [0]
+
+
+def _spinner(states) -> None:
+    _spin_state[0] += 1
+    waiting = [f"{s.url.split('/readyz')[0]}: {s.detail}" for s in states if s.ready is False]
+    text = "; ".join(waiting)[:150] or "ready"
+    print(f"\r\033[K{_SPIN[_spin_state[0] % 4]} waiting for /readyz: {text}", end="", file=sys.stderr, flush=True)
+
+
+def _write_new(path: str, text: str) -> None:
+    try:
+        with open(path, "x", encoding="utf-8") as f:
+            f.write(text)
+    except FileExistsError:
+        raise BadInput(f"{path} exists; choose a new file") from None
+    except OSError as e:
+        raise BadInput(f"{path}: {e.strerror}") from None
+
+
+def _plugins_from(path: str | None) -> list[str]:
+    """The plugins the diagnosis says to disable (from `breakglass diagnose -o json`)."""
+    if not path:
+        return []
+    import json  # noqa: PLC0415
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        for r in doc["result"]["remedies"]:
+            if r["method"] == "talos" and r.get("plugins"):
+                return list(r["plugins"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BadInput(f"{path}: not the JSON output of `breakglass diagnose` ({e})") from None
+    raise BadInput(f"{path}: the diagnosis names no plugins to disable")
+
+
 def _progress_bytes(done: int, total: int) -> None:
     pct = 100 * done // total if total else 100
     print(f"\rsnapshot: {done >> 20} / {total >> 20} MiB ({pct}%)", end="", file=sys.stderr, flush=True)
@@ -332,6 +391,18 @@ def _progress_bytes(done: int, total: int) -> None:
 
 class Method(str, enum.Enum):
     etcd = "etcd"
+    talos = "talos"
+
+
+def _talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout):
+    from breakglass.access.talos import Talos  # noqa: PLC0415
+
+    return Talos(talosctl=talosctl, talosconfig=talosconfig, context=talos_context,
+                 endpoints=[e for e in (talos_endpoints or "").split(",") if e], timeout=timeout or 60.0)
+
+
+def _split(values) -> list[str]:
+    return [x.strip() for v in (values or []) for x in v.split(",") if x.strip()]
 
 
 @app.command()
@@ -347,18 +418,51 @@ def recover(
         help="First save a full etcd snapshot to this new file (checksummed).", show_default=False)] = None,
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
     etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
+    nodes: Annotated[Optional[List[str]], typer.Option(
+        "--nodes", "-n", help="talos: control-plane nodes (every one runs an apiserver), comma-separated.",
+        show_default=False)] = None,
+    plugins: Annotated[Optional[List[str]], typer.Option(
+        help="talos: admission plugins to disable (default: the diagnosis's, else both webhook plugins).",
+        show_default=False)] = None,
+    diagnosis: Annotated[Optional[str], typer.Option(
+        help="talos: take the plugins from `breakglass diagnose -o json` output saved in this file.",
+        show_default=False)] = None,
+    config_file: Annotated[Optional[List[str]], typer.Option(
+        help="talos: patch machine-config files (managed as code) instead of live nodes. Repeatable.",
+        show_default=False)] = None,
+    write_patch: Annotated[Optional[str], typer.Option(
+        help="talos: only write the strategic-merge patch (and FILE.revert.yaml) for your own tooling.",
+        show_default=False)] = None,
+    talosconfig: TalosconfigOpt = None, talos_context: TalosContextOpt = None,
+    talos_endpoints: TalosEndpointsOpt = None, talosctl: TalosctlOpt = "talosctl",
+    wait: Annotated[bool, typer.Option(help="talos: wait for every apiserver's /readyz afterwards.")] = True,
+    wait_timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait for /readyz.")] = 300.0,
+    apiserver: Annotated[Optional[List[str]], typer.Option(
+        help="apiserver URL(s) to wait on (default: https://NODE:6443 for each node).", show_default=False)] = None,
     state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
-    """Remove the admission configurations that lock the control plane, reversibly.
+    """Get the control plane past its admission webhooks, reversibly.
+
+    --method talos adds disable-admission-plugins to kube-apiserver's extraArgs in the
+    machine config of every control-plane node (-n), in the place the config's era uses,
+    taking the plugins out of enable-admission-plugins too; it dry-runs the patch on every
+    node first, backs up each config, applies with --mode=no-reboot, reads back, then waits
+    for /readyz. --config-file does the same to files in a repository; --write-patch only
+    writes the patch.
 
     --method etcd deletes each configuration's exact key
     (/registry/validatingwebhookconfigurations/NAME) after a backup that is written,
     fsynced and verified; the delete compares mod_revision with the backed-up version,
-    so nothing that was not backed up is ever deleted. Every step is journaled in a run
-    directory; `breakglass revert` puts the exact bytes back.
+    so nothing that was not backed up is ever deleted.
+
+    Every step is journaled in a run directory; `breakglass revert` undoes it exactly.
 
     Examples:
+
+      breakglass recover --method talos -n 10.0.0.2,10.0.0.3,10.0.0.4 --dry-run
+
+      breakglass recover --method talos --config-file clusters/prod/controlplane.yaml --write-patch bg.yaml
 
       breakglass recover --method etcd -w kyverno-resource-validating-webhook-cfg --dry-run
 
@@ -370,6 +474,8 @@ def recover(
         from breakglass import recovery  # noqa: PLC0415
         from breakglass.remedies.driver import RunResult  # noqa: PLC0415
 
+        if method is Method.talos:
+            return _recover_talos()
         target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout)
         remedy, steps = recovery.plan_etcd(target, list(webhook_config or []), list(kind or []) or None)
         if dry_run:
@@ -387,6 +493,52 @@ def recover(
         _show(output, "RecoverResult", res, lambda: _render().run_result(res))
         return 0
 
+    def _recover_talos() -> int:
+        from breakglass import recovery  # noqa: PLC0415
+        from breakglass.remedies.driver import RunResult  # noqa: PLC0415
+
+        files = list(config_file or [])
+        node_list = files or _split(nodes)
+        wanted = _split(plugins) or _plugins_from(diagnosis) or ["ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"]
+        store = recovery.talos_store(_talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout),
+                                     files=bool(files))
+        remedy, steps = recovery.plan_talos(store, node_list, wanted)
+        if write_patch:
+            from breakglass.talos import machineconfig as mc  # noqa: PLC0415
+
+            if len({s.data["era"] for s in steps}) > 1:
+                raise BadInput("the nodes use different config eras; write one patch per node")
+            if not steps:
+                raise BadInput("nothing to patch: the plugins are already disabled everywhere")
+            st = steps[0]
+            _write_new(write_patch, mc.dump(mc.patch(st.data["era"], st.data["after"])))
+            _write_new(write_patch + ".revert.yaml", mc.dump(mc.patch(st.data["era"], st.data["before"])))
+            _show(output, "PatchFiles", {"patch": write_patch, "revert": write_patch + ".revert.yaml"},
+                  lambda: f"wrote {write_patch} and {write_patch}.revert.yaml (nothing else changed)")
+            return 0
+        note = f"\nalready disabled on: {', '.join(remedy.skipped)}" if remedy.skipped else ""
+        if dry_run or not steps:
+            res = RunResult(None, remedy.method, True, [s.to_json() for s in steps], "planned")
+            _show(output, "RecoverResult", res,
+                  lambda: _render().plan(steps, remedy.method) + note + "\n\ndry run: nothing was changed"
+                  if dry_run else "nothing to change" + note)
+            return 0
+        if output is Output.text:
+            print(_render().plan(steps, remedy.method) + note)
+        _confirm(f"Patch {len(steps)} node(s)? Every {', '.join(wanted)} stays off until you revert.", yes)
+        res = recovery.execute(remedy, steps, state_dir, {"nodes": node_list, "plugins": wanted})
+        states = []
+        if wait and not files:
+            from breakglass.access import readyz  # noqa: PLC0415
+
+            urls = [readyz.url_for(u) for u in (apiserver or node_list)]
+            states = readyz.wait(urls, wait_timeout, on_tick=_spinner if sys.stderr.isatty() else None)
+            if sys.stderr.isatty():
+                print("\r\033[K", end="", file=sys.stderr)
+        res.readiness = states
+        _show(output, "RecoverResult", res, lambda: _render().run_result(res))
+        return 0
+
     _run(output, verbose, body)
 
 
@@ -398,6 +550,8 @@ def revert(
     force: Annotated[bool, typer.Option(help="Overwrite targets that changed since the run.")] = False,
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
     etcd_key: EtcdKeyOpt = None, timeout: TimeoutOpt = None,
+    talosconfig: TalosconfigOpt = None, talos_context: TalosContextOpt = None,
+    talos_endpoints: TalosEndpointsOpt = None, talosctl: TalosctlOpt = "talosctl",
     state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
@@ -422,15 +576,18 @@ def revert(
         target = None
         if etcd_endpoints or etcd_cacert or etcd_cert or etcd_key or timeout:
             target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, "/registry", timeout)
+        talos = None
+        if talosconfig or talos_context or talos_endpoints or talosctl != "talosctl":
+            talos = _talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout)
         if not dry_run:
-            preview = recovery.revert_run(run, state_dir, target, force=force, dry_run=True)
+            preview = recovery.revert_run(run, state_dir, target, force=force, dry_run=True, talos=talos)
             if preview.status == "nothing-to-do":
                 _show(output, "RevertResult", preview, lambda: _render().revert_result(preview))
                 return 0
             if output is Output.text:
                 print(_render().revert_result(preview))
             _confirm(f"Revert run {preview.run}?", yes)
-        res = recovery.revert_run(run, state_dir, target, force=force, dry_run=dry_run)
+        res = recovery.revert_run(run, state_dir, target, force=force, dry_run=dry_run, talos=talos)
         _show(output, "RevertResult", res, lambda: _render().revert_result(res))
         return 0
 
@@ -590,8 +747,8 @@ def etcd_restore(
       breakglass etcd restore 20261130T081500Z-3fa2c1 --dry-run
     """
     revert(run=run, force=force, etcd_endpoints=etcd_endpoints, etcd_cacert=etcd_cacert, etcd_cert=etcd_cert,
-           etcd_key=etcd_key, timeout=timeout, state_dir=state_dir, dry_run=dry_run, yes=yes, output=output,
-           verbose=verbose)
+           etcd_key=etcd_key, timeout=timeout, talosconfig=None, talos_context=None, talos_endpoints=None,
+           talosctl="talosctl", state_dir=state_dir, dry_run=dry_run, yes=yes, output=output, verbose=verbose)
 
 
 @app.command()

@@ -42,6 +42,8 @@ def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_p
     run = Run.create(journal.state_dir(state), "recover", {"method": remedy.method, **meta})
     snap = None
     if snapshot_path:
+        if remedy.method != "etcd":
+            raise BadInput("--snapshot goes with --method etcd")
         snap = take_snapshot(remedy.etcd, run, snapshot_path, progress)
     try:
         result = driver.apply(remedy, steps, run, hook)
@@ -64,7 +66,31 @@ def take_snapshot(etcd: Etcd, run: Run, path: str, progress=None) -> dict:
     return info
 
 
-def remedy_for(state: driver.RunState, etcd: EtcdTarget | None):
+def plan_talos(store, nodes: list[str], plugins: list[str]):
+    from breakglass.remedies.talos_flags import TalosFlags  # noqa: PLC0415
+
+    remedy = TalosFlags(store, nodes, plugins)
+    return remedy, remedy.plan()
+
+
+def talos_store(talos=None, files: bool = False):
+    from breakglass.remedies.talos_flags import FileStore, TalosctlStore  # noqa: PLC0415
+
+    return FileStore() if files else TalosctlStore(talos)
+
+
+def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None):
+    if state.method == "talos":
+        from breakglass.access.talos import Talos  # noqa: PLC0415
+        from breakglass.remedies.talos_flags import TalosFlags  # noqa: PLC0415
+
+        t = state.target
+        if t.get("store") == "file":
+            return TalosFlags(talos_store(files=True))
+        if talos is None:
+            talos = Talos(talosconfig=t.get("talosconfig"), context=t.get("context"),
+                          endpoints=list(t.get("endpoints") or []))
+        return TalosFlags(talos_store(talos))
     if state.method == "etcd":
         if etcd is None:
             eps = ",".join(state.target.get("etcd_endpoints") or [])
@@ -84,12 +110,12 @@ def latest_unreverted(state: str | None) -> Run:
 
 
 def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, force: bool = False,
-               dry_run: bool = False) -> driver.RevertResult:
+               dry_run: bool = False, talos=None) -> driver.RevertResult:
     run = Run.open(ref, state) if ref else latest_unreverted(state)
     st = driver.replay(run)
     if not any(s.backup for s in st.steps):  # stopped before anything was backed up, so before any change
         return driver.RevertResult(run.id, dry_run, [], "nothing-to-do")
-    remedy = remedy_for(st, etcd)
+    remedy = remedy_for(st, etcd, talos)
     try:
         return driver.revert(remedy, run, force=force, dry_run=dry_run)
     finally:

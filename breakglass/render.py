@@ -147,6 +147,11 @@ def run_result(r) -> str:
         out.append(f"  etcd snapshot: {r.snapshot['path']} ({r.snapshot['size']} bytes, sha256 {r.snapshot['sha256']})")
     for st in r.steps:
         out.append(f"  {st['id']}. {st['summary']}: {st['status']} ({st.get('verify', '')})")
+    for s in r.readiness:
+        state = "ready" if s.ready else ("serving" if s.ready is None else "NOT READY")
+        out.append(f"  {s.url}: {state}: {s.detail}")
+        if s.failing_hooks:
+            out.append(f"    post-start hooks still failing: {', '.join(s.failing_hooks)}")
     out.append(f"undo with: breakglass revert {r.run}")
     return "\n".join(out)
 

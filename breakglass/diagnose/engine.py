@@ -88,7 +88,9 @@ class _Counting:
             yield c
 
 
-def diagnose_paths(paths: list[str], opts: Options | None = None, stdin: BinaryIO | None = None) -> tuple[Diagnosis, list[str]]:
+def diagnose_paths(paths: list[str], opts: Options | None = None, stdin: BinaryIO | None = None,
+                   extra_sources: list[sources.LogSource] = ()) -> tuple[Diagnosis, list[str]]:
     warnings: list[str] = []
-    diag = diagnose_sources(sources.expand(paths, stdin=stdin), opts, warnings)
+    srcs = (sources.expand(paths, stdin=stdin) if paths else []) + list(extra_sources)
+    diag = diagnose_sources(srcs, opts, warnings)
     return diag, warnings

@@ -27,6 +27,7 @@ class RunResult:
     status: str  # planned | applied | failed | interrupted
     error: str | None = None
     snapshot: dict | None = None
+    readiness: list = field(default_factory=list)  # /readyz after the change, when waited for
 
 
 def apply(remedy: Remedy, steps: list[Step], run: Run, hook: Hook | None = None) -> RunResult:

@@ -1,0 +1,88 @@
+"""kube-apiserver health: probe /readyz?verbose and name the checks that still fail.
+
+Shared by every remedy that waits for recovery. No credentials are sent and the serving
+certificate is not verified: /readyz reveals only check names, and at 3 a.m. the CA may be
+exactly what is broken. An apiserver that answers 401/403 is serving but keeps its readiness
+to authenticated callers; that is reported as such.
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+_CHECK = re.compile(r"^\[(?P<ok>[+-])\](?P<name>[\w./:-]+)\s+(?:ok|failed(?::\s*(?P<why>.*))?)\s*$")
+
+
+@dataclass
+class Readiness:
+    url: str
+    reachable: bool
+    ready: bool | None  # None: serving, but readiness needs credentials
+    status: int | None = None
+    failing: list[str] = field(default_factory=list)  # e.g. poststarthook/start-kubernetes-service-cidr-controller
+    detail: str = ""
+
+    @property
+    def failing_hooks(self) -> list[str]:
+        return [c.split("/", 1)[1] for c in self.failing if c.startswith("poststarthook/")]
+
+
+def parse(body: str) -> tuple[list[str], list[str]]:
+    """(passing checks, failing checks) from a verbose /readyz or /livez body."""
+    ok, bad = [], []
+    for line in body.splitlines():
+        m = _CHECK.match(line.strip())
+        if m:
+            (ok if m["ok"] == "+" else bad).append(m["name"])
+    return ok, bad
+
+
+def url_for(host: str) -> str:
+    """https://HOST:6443/readyz?verbose for a node name or IP; URLs and host:port kept as given."""
+    if host.startswith(("http://", "https://")):
+        base = host.rstrip("/")
+    elif re.search(r"^(\[.*\]|[^:]+):\d+$", host):
+        base = f"https://{host}"
+    elif ":" in host:  # a bare IPv6 address
+        base = f"https://[{host}]:6443"
+    else:
+        base = f"https://{host}:6443"
+    return base if base.endswith("/readyz?verbose") else base + "/readyz?verbose"
+
+
+def probe(url: str, timeout: float = 3.0) -> Readiness:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=ctx) as r:  # noqa: S310 - http(s) only
+            body = r.read(1 << 20).decode("utf-8", "replace")
+            return Readiness(url, True, True, r.status, parse(body)[1], "ready")
+    except urllib.error.HTTPError as e:
+        body = e.read(1 << 20).decode("utf-8", "replace") if e.fp else ""
+        if e.code in (401, 403):
+            return Readiness(url, True, None, e.code, [], "serving; readiness is only shown to authenticated callers")
+        failing = parse(body)[1]
+        return Readiness(url, True, False, e.code, failing,
+                         "not ready: " + (", ".join(failing) if failing else body.strip().splitlines()[-1:][0]
+                                          if body.strip() else f"HTTP {e.code}"))
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        return Readiness(url, False, False, None, [], f"not answering ({reason})")
+
+
+def wait(urls: list[str], timeout: float, interval: float = 2.0, on_tick=None) -> list[Readiness]:
+    """Poll until every apiserver is ready (or serving behind auth), or the timeout passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = [probe(u) for u in urls]
+        if on_tick:
+            on_tick(states)
+        if all(s.ready is not False for s in states) or time.monotonic() >= deadline:
+            return states
+        time.sleep(interval)

@@ -1,0 +1,1 @@
+"""Talos Linux: machine configuration eras and the kube-apiserver extraArgs in them."""

@@ -1,0 +1,292 @@
+"""The Talos remedy against the talosctl stand-in (tests/fake_talosctl.py), for every config era."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+
+from breakglass.remedies import admission_flags as flags
+from tests.conftest import ROOT, run_cli
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIGS = os.path.join(HERE, "talos")
+VWH, MWH = "ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"
+
+
+class FakeTalos:
+    def __init__(self, tmp):
+        self.dir = tmp / "talos"
+        (self.dir / "nodes").mkdir(parents=True)
+        bindir = tmp / "bin"
+        bindir.mkdir()
+        exe = bindir / "talosctl"
+        exe.write_text(f"#!/bin/sh\nexec {sys.executable} {os.path.join(HERE, 'fake_talosctl.py')} \"$@\"\n")
+        exe.chmod(0o755)
+        self.env = {"PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_TALOS_DIR": str(self.dir),
+                    "BREAKGLASS_STATE_DIR": str(tmp / "state"), "TALOSCONFIG": ""}
+
+    def node(self, name, config, version="1.12", shape=None):
+        shutil.copy(os.path.join(CONFIGS, config), self.dir / "nodes" / f"{name}.yaml")
+        (self.dir / "nodes" / f"{name}.version").write_text(version)
+        if shape:
+            (self.dir / "nodes" / f"{name}.shape").write_text(shape)
+
+    def docs(self, name):
+        return list(yaml.safe_load_all(open(self.dir / "nodes" / f"{name}.yaml")))
+
+    def cli(self, *args, stdin=None):
+        return run_cli(*args, env=self.env, stdin=stdin)
+
+
+@pytest.fixture
+def talos(tmp_path):
+    return FakeTalos(tmp_path)
+
+
+def _orig(config):
+    return [d for d in yaml.safe_load_all(open(os.path.join(CONFIGS, config))) if d]
+
+
+def _recover(t, *nodes, extra=()):
+    return t.cli("recover", "--method", "talos", "-n", ",".join(nodes), "--yes", "--no-wait", *extra)
+
+
+# -- the pure merge rules -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,plugins,after", [
+    ({}, [VWH], {flags.DISABLE: VWH, flags.ENABLE: None}),
+    ({flags.DISABLE: "DefaultStorageClass"}, [VWH, MWH],
+     {flags.DISABLE: f"DefaultStorageClass,{VWH},{MWH}", flags.ENABLE: None}),
+    ({flags.ENABLE: f"NodeRestriction,{VWH}"}, [VWH], {flags.DISABLE: VWH, flags.ENABLE: "NodeRestriction"}),
+    ({flags.ENABLE: VWH}, [VWH], {flags.DISABLE: VWH, flags.ENABLE: None}),
+    ({flags.ENABLE: ["NodeRestriction", MWH]}, [MWH], {flags.DISABLE: MWH, flags.ENABLE: ["NodeRestriction"]}),
+    ({flags.DISABLE: ["A", "B"]}, [VWH], {flags.DISABLE: ["A", "B", VWH], flags.ENABLE: None}),
+    ({flags.DISABLE: f"{VWH}"}, [VWH], {flags.DISABLE: VWH, flags.ENABLE: None}),
+])
+def test_merge_rules(args, plugins, after):
+    ch = flags.disable(args, plugins)
+    assert ch.after == after
+    assert flags.overlap(flags.apply_change(args, ch.after)) == []
+
+
+def test_unknown_plugin_is_bad_input():
+    from breakglass.errors import BadInput
+    with pytest.raises(BadInput):
+        flags.disable({}, ["NamespaceLifecycle"])
+
+
+# -- each era through talosctl --------------------------------------------------------------------
+
+def _api_args(docs):
+    kapi = [d for d in docs if d.get("kind") == "KubeAPIServerConfig"]
+    if kapi:
+        return kapi[0].get("extraArgs") or {}
+    return ((docs[0].get("cluster") or {}).get("apiServer") or {}).get("extraArgs") or {}
+
+
+@pytest.mark.parametrize("config,version,expect", [
+    ("v1.10-single.yaml", "1.10", {flags.DISABLE: f"{VWH},{MWH}"}),
+    ("v1.12-multidoc-overlap.yaml", "1.12", {"feature-gates": "ServerSideApply=true",
+                                             flags.ENABLE: "NodeRestriction",
+                                             flags.DISABLE: f"DefaultStorageClass,{VWH},{MWH}"}),
+    ("v1.13-lists.yaml", "1.13", {"api-audiences": ["kubernetes.default.svc", "api.cluster.local"],
+                                  flags.ENABLE: ["NodeRestriction"], flags.DISABLE: f"{VWH},{MWH}"}),
+    ("v1.14-document.yaml", "1.14", {"feature-gates": "ServerSideApply=true", flags.DISABLE: f"{VWH},{MWH}"}),
+])
+def test_each_era_exact_result_and_exact_revert(talos, config, version, expect):
+    talos.node("cp1", config, version)
+    talos.node("cp2", config, version, shape="mapping" if version < "1.12" else None)
+    p = _recover(talos, "cp1", "cp2")
+    assert p.returncode == 0, p.stderr
+    for node in ("cp1", "cp2"):
+        docs = talos.docs(node)
+        assert _api_args(docs) == expect
+        # nothing else in the config changed
+        orig = _orig(config)
+        strip = lambda ds: [{k: v for k, v in d.items() if k not in ("cluster", "extraArgs")} for d in ds]  # noqa: E731
+        assert strip(docs) == strip(orig)
+        if version == "1.14":
+            assert "apiServer" not in (docs[0].get("cluster") or {})  # never both places
+    r = talos.cli("revert", "--yes")
+    assert r.returncode == 0, r.stderr
+    for node in ("cp1", "cp2"):
+        assert _normalised(talos.docs(node)) == _normalised(_orig(config))
+
+
+def _normalised(docs):
+    """Talos drops an empty extraArgs map; so does revert. Compare without empty maps."""
+    def clean(x):
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items() if v not in ({}, None)}
+        return x
+    return [clean(d) for d in docs]
+
+
+def test_diff_never_shows_secrets(talos):
+    talos.node("cp1", "v1.10-single.yaml", "1.10")
+    p = talos.cli("recover", "--method", "talos", "-n", "cp1", "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert b"disable-admission-plugins" in p.stdout
+    for secret in (b"c2VjcmV0LXRoYXQtbXVzdC1uZXZlci1iZS1wcmludGVk", b"abcdef.0123456789abcdef", b"LS0tLS1CRUdJTi"):
+        assert secret not in p.stdout + p.stderr
+    assert talos.docs("cp1") == _orig("v1.10-single.yaml")  # dry run changed nothing
+
+
+def test_backups_hold_the_whole_config_privately(talos):
+    talos.node("cp1", "v1.12-multidoc-overlap.yaml")
+    assert _recover(talos, "cp1").returncode == 0
+    runs = os.path.join(talos.env["BREAKGLASS_STATE_DIR"], "runs")
+    [run] = os.listdir(runs)
+    path = os.path.join(runs, run, "backups", "s1.machineconfig.yaml")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert [d for d in yaml.safe_load_all(open(path)) if d] == _orig("v1.12-multidoc-overlap.yaml")
+    keys = json.load(open(os.path.join(runs, run, "backups", "s1.extraargs.json")))
+    assert keys["before"][flags.ENABLE] == f"NodeRestriction,{VWH}"  # recorded for revert
+
+
+def test_revert_refuses_to_clobber_a_later_change(talos):
+    talos.node("cp1", "v1.12-multidoc-overlap.yaml")
+    assert _recover(talos, "cp1").returncode == 0
+    docs = talos.docs("cp1")
+    docs[0]["cluster"]["apiServer"]["extraArgs"][flags.DISABLE] = "SomethingElse"
+    with open(talos.dir / "nodes" / "cp1.yaml", "w") as f:
+        yaml.safe_dump_all(docs, f)
+    p = talos.cli("revert", "--yes")
+    assert p.returncode == 4 and b"changed since the run" in p.stdout + p.stderr
+    assert _api_args(talos.docs("cp1"))[flags.DISABLE] == "SomethingElse"
+    p = talos.cli("revert", "--yes", "--force")
+    assert p.returncode == 0
+    assert _api_args(talos.docs("cp1"))[flags.DISABLE] == "DefaultStorageClass"
+
+
+@pytest.mark.parametrize("setup,match,code", [
+    (lambda t: t.node("cp1", "worker.yaml"), "not a control-plane node", 2),
+    (lambda t: (t.dir / "nodes" / "cp1.yaml").write_text("version: v1alpha1\nmachine: [oops\n"), "invalid YAML", 2),
+    (lambda t: (t.dir / "nodes" / "cp1.yaml").write_text("apiVersion: v1alpha1\nkind: HostnameConfig\n"),
+     "known era", 2),
+    (lambda t: None, "connection refused", 5),  # no such node
+])
+def test_bad_nodes_change_nothing_anywhere(talos, setup, match, code):
+    talos.node("cp0", "v1.12-multidoc-overlap.yaml")
+    setup(talos)
+    p = _recover(talos, "cp0", "cp1")
+    assert p.returncode == code and match in p.stderr.decode(), p.stderr
+    assert len(p.stderr.decode().strip().splitlines()) <= 2 and b"Traceback" not in p.stderr
+    assert talos.docs("cp0") == _orig("v1.12-multidoc-overlap.yaml")  # the good node was not touched
+
+
+def test_a_node_failing_mid_apply_leaves_the_others_revertable(talos):
+    for n in ("cp1", "cp2", "cp3"):
+        talos.node(n, "v1.12-multidoc-overlap.yaml")
+    # breakglass dies right before patching cp3 (after cp1 and cp2 were patched)
+    env = dict(talos.env, BREAKGLASS_FAULT_INJECT="applying@3")
+    p = run_cli("recover", "--method", "talos", "-n", "cp1,cp2,cp3", "--yes", "--no-wait", env=env)
+    assert p.returncode < 0  # killed right before patching cp3
+    assert _api_args(talos.docs("cp3")) == _api_args(_orig("v1.12-multidoc-overlap.yaml"))
+    assert VWH in _api_args(talos.docs("cp1"))[flags.DISABLE]
+    runs = talos.cli("runs", "-o", "json")
+    assert json.loads(runs.stdout)["result"][0]["status"] in ("applying", "started")
+    r = talos.cli("revert", "--yes")
+    assert r.returncode == 0, r.stderr
+    for n in ("cp1", "cp2", "cp3"):
+        assert talos.docs(n) == _orig("v1.12-multidoc-overlap.yaml")
+
+
+def test_talosctl_missing_or_failing(talos, tmp_path):
+    talos.node("cp1", "v1.12-multidoc-overlap.yaml")
+    p = run_cli("recover", "--method", "talos", "-n", "cp1", "--yes", "--talosctl", str(tmp_path / "nope"),
+                env=talos.env)
+    assert p.returncode == 2 and b"talosctl not found" in p.stderr
+    p = talos.cli("recover", "--method", "talos", "-n", "cp1", "--yes", "--talosconfig", str(tmp_path / "missing"))
+    assert p.returncode == 5 and b"failed to open config file" in p.stderr
+
+
+def test_plugins_from_the_diagnosis(talos, tmp_path):
+    talos.node("cp1", "v1.14-document.yaml", "1.14")
+    log = os.path.join(ROOT, "examples", "logs", "talos-servicecidr-kyverno.log")
+    d = run_cli("diagnose", log, "-o", "json")
+    (tmp_path / "diag.json").write_bytes(d.stdout)
+    p = _recover(talos, "cp1", extra=("--diagnosis", str(tmp_path / "diag.json")))
+    assert p.returncode == 0, p.stderr
+    assert _api_args(talos.docs("cp1"))[flags.DISABLE] == VWH  # Kyverno's validating webhook only
+
+
+def test_diagnose_reads_talos_logs(talos):
+    talos.node("cp1", "v1.12-multidoc-overlap.yaml")
+    lines = open(os.path.join(ROOT, "examples", "logs", "talos-servicecidr-kyverno.log")).read().splitlines()
+    (talos.dir / "nodes" / "cp1.log").write_text("\n".join(line.split(": ", 1)[1] for line in lines) + "\n")
+    p = talos.cli("diagnose", "--talos-node", "cp1", "-o", "json")
+    assert p.returncode == 3, p.stderr
+    f = json.loads(p.stdout)["result"]["findings"][0]
+    assert f["webhook"] == "validate.kyverno.svc-fail" and f["sources"] == ["talos:cp1"]
+    p = talos.cli("diagnose", "--talos-node", "cp9")
+    assert p.returncode == 5 and b"Traceback" not in p.stderr
+
+
+# -- files managed as code ------------------------------------------------------------------------
+
+def test_config_file_keeps_comments_and_reverts(talos, tmp_path):
+    path = tmp_path / "controlplane.yaml"
+    shutil.copy(os.path.join(CONFIGS, "gitops-commented.yaml"), path)
+    p = talos.cli("recover", "--method", "talos", "--config-file", str(path), "--yes")
+    assert p.returncode == 0, p.stderr
+    text = path.read_text()
+    for comment in ("# Control-plane config for prod", "# pinned", "# Extra arguments for the API server.",
+                    "# needed by the operator"):
+        assert comment in text
+    assert f"disable-admission-plugins: {VWH},{MWH}" in text
+    r = talos.cli("revert", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert path.read_text() == open(os.path.join(CONFIGS, "gitops-commented.yaml")).read()
+
+
+def test_write_patch_only(talos, tmp_path):
+    path = tmp_path / "cp.yaml"
+    shutil.copy(os.path.join(CONFIGS, "v1.14-document.yaml"), path)
+    out = tmp_path / "patch.yaml"
+    p = talos.cli("recover", "--method", "talos", "--config-file", str(path), "--write-patch", str(out))
+    assert p.returncode == 0, p.stderr
+    assert yaml.safe_load(out.read_text()) == {"apiVersion": "v1alpha1", "kind": "KubeAPIServerConfig",
+                                               "extraArgs": {flags.DISABLE: f"{VWH},{MWH}"}}
+    assert yaml.safe_load(open(f"{out}.revert.yaml")) == {"apiVersion": "v1alpha1", "kind": "KubeAPIServerConfig",
+                                                          "extraArgs": {flags.DISABLE: {"$patch": "delete"}}}
+    assert path.read_text() == open(os.path.join(CONFIGS, "v1.14-document.yaml")).read()
+
+
+# -- waiting for /readyz --------------------------------------------------------------------------
+
+def test_waits_for_readyz_and_names_failing_hooks(talos):
+    talos.node("cp1", "v1.12-multidoc-overlap.yaml")
+    answers = iter([500, 500, 200])
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            code = next(answers, 200)
+            body = ("[+]ping ok\n[-]poststarthook/start-kubernetes-service-cidr-controller failed: reason withheld\n"
+                    "readyz check failed\n" if code == 500 else "[+]ping ok\nreadyz check passed\n").encode()
+            self.send_response(code)
+            self.end_headers()
+            self.wfile.write(body)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}"
+        p = talos.cli("recover", "--method", "talos", "-n", "cp1", "--yes", "--apiserver", url, "--wait-timeout", "20")
+        assert p.returncode == 0, p.stderr
+        assert b": ready:" in p.stdout
+        from breakglass.access import readyz
+        assert readyz.parse("[+]ping ok\n[-]poststarthook/x failed: reason withheld\n")[1] == ["poststarthook/x"]
+    finally:
+        srv.shutdown()
