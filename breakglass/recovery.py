@@ -51,7 +51,9 @@ def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_p
         raise Interrupted(f"interrupted during run {run.id}; its journal says what was done",
                           hint=f"`breakglass revert {run.id}` undoes it") from None
     except BreakglassError as e:
-        e.hint = e.hint or f"run {run.id} recorded what happened; `breakglass revert {run.id}` undoes any step done"
+        done = [s.step.target for s in driver.replay(run).steps if s.last in ("applying", "applied", "verified")]
+        changed = f"touched so far: {', '.join(done)}; " if done else "nothing was changed; "
+        e.hint = e.hint or f"{changed}run {run.id}: `breakglass revert {run.id}` undoes it"
         raise
     finally:
         run.write_file("report.md", report(run))

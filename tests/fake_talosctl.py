@@ -11,7 +11,8 @@ subset breakglass uses, with real talosctl's behaviour where it matters:
   `.cluster.apiServer` and a `KubeAPIServerConfig` document, list values refused before Talos 1.13
   (<node>.version), mode names per version;
 - `containers -k` and `logs -k ID` from <node>.log;
-- a node with a <node>.down file answers like an unreachable node;
+- a node with a <node>.down file answers like an unreachable node; with <node>.fail-apply it passes the
+  dry run and then fails the real patch;
 - `--talosconfig`/$TALOSCONFIG must name an existing file.
 Every call is appended to $FAKE_TALOS_DIR/calls.log.
 """
@@ -171,6 +172,9 @@ def patch(node, rest):
         new = strategic(new, loaded)
     validate(node, new)
     old_text, new_text = yaml.safe_dump_all(docs, sort_keys=False), yaml.safe_dump_all(new, sort_keys=False)
+    if not dry and read(node, "fail-apply") is not None:
+        die("error applying new configuration: rpc error: code = Unavailable desc = connection closed before "
+            "server preface received")
     if dry:
         print("Dry run summary:\nApplied configuration without a reboot (skipped in dry-run).")
         return

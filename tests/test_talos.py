@@ -290,3 +290,33 @@ def test_waits_for_readyz_and_names_failing_hooks(talos):
         assert readyz.parse("[+]ping ok\n[-]poststarthook/x failed: reason withheld\n")[1] == ["poststarthook/x"]
     finally:
         srv.shutdown()
+
+
+def test_generated_four_space_file_changes_only_the_lines_it_must(talos, tmp_path):
+    import difflib
+    path = tmp_path / "controlplane.yaml"
+    original = open(os.path.join(CONFIGS, "v1.11-generated-4space.yaml")).read()
+    path.write_text(original)
+    p = talos.cli("recover", "--method", "talos", "--config-file", str(path), "--yes")
+    assert p.returncode == 0, p.stderr
+    changed = [line for line in difflib.unified_diff(original.splitlines(), path.read_text().splitlines(), lineterm="", n=0)
+               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert changed == ["+        extraArgs:",
+                       f"+            disable-admission-plugins: {VWH},{MWH}"], changed
+    assert talos.cli("revert", "--yes").returncode == 0
+    assert path.read_text() == original
+
+
+def test_a_node_refusing_its_real_patch_is_reported_and_the_rest_revert(talos):
+    for n in ("cp1", "cp2", "cp3"):
+        talos.node(n, "v1.12-multidoc-overlap.yaml")
+    (talos.dir / "nodes" / "cp2.fail-apply").write_text("")
+    p = _recover(talos, "cp1", "cp2", "cp3")
+    assert p.returncode == 5, p.stderr
+    err = p.stderr.decode()
+    assert "talosctl patch on cp2 failed" in err and "touched so far: cp1, cp2" in err
+    assert _api_args(talos.docs("cp3")) == _api_args(_orig("v1.12-multidoc-overlap.yaml"))
+    (talos.dir / "nodes" / "cp2.fail-apply").unlink()
+    assert talos.cli("revert", "--yes").returncode == 0
+    for n in ("cp1", "cp2", "cp3"):
+        assert talos.docs(n) == _orig("v1.12-multidoc-overlap.yaml")

@@ -85,6 +85,8 @@ def apply_to_text(text: str, patch: dict) -> str:
     y = YAML()
     y.preserve_quotes = True
     y.width = 4096
+    mapping, sequence, offset = _indentation(text)
+    y.indent(mapping=mapping, sequence=sequence, offset=offset)
     docs = list(y.load_all(text))
     if patch.get("kind") == "KubeAPIServerConfig":
         target = next((d for d in docs if isinstance(d, dict) and d.get("kind") == "KubeAPIServerConfig"), None)
@@ -113,6 +115,32 @@ def apply_to_text(text: str, patch: dict) -> str:
     out = io.StringIO()
     y.dump_all(docs, out)
     return out.getvalue()
+
+
+def _indentation(text: str) -> tuple[int, int, int]:
+    """The file's own indentation, so a rewrite changes only the lines it must.
+
+    `talosctl gen config` writes 4-space mappings with list dashes indented 4; hand-written
+    files often use 2. Returns ruamel's (mapping, sequence, offset).
+    """
+    import re  # noqa: PLC0415
+
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    mapping = 2
+    for prev, cur in zip(lines, lines[1:]):
+        if prev.rstrip().endswith(":") and not cur.lstrip().startswith("- "):
+            step = len(cur) - len(cur.lstrip()) - (len(prev) - len(prev.lstrip()))
+            if step > 0:
+                mapping = step
+                break
+    offset = None
+    for prev, cur in zip(lines, lines[1:]):
+        if prev.rstrip().endswith(":") and re.match(r"\s*- ", cur):
+            offset = (len(cur) - len(cur.lstrip())) - (len(prev) - len(prev.lstrip()))
+            break
+    if offset is None or offset < 0:
+        offset = 0 if mapping == 2 else mapping
+    return mapping, offset + 2, offset
 
 
 @dataclass
