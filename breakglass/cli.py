@@ -8,6 +8,7 @@ one place, ``_run``. Core modules are imported inside commands so ``--help`` sta
 from __future__ import annotations
 
 import enum
+import os
 import sys
 import traceback
 from typing import Any, Callable, List, Optional
@@ -54,6 +55,19 @@ TalosContextOpt = Annotated[Optional[str], typer.Option("--talos-context", help=
 TalosEndpointsOpt = Annotated[Optional[str], typer.Option(
     "--talos-endpoints", "-e", help="Talos API endpoints (talosctl -e), comma-separated.", show_default=False)]
 TalosctlOpt = Annotated[str, typer.Option(help="The talosctl binary.")]
+SshUserOpt = Annotated[Optional[str], typer.Option(help="SSH user (default: ~/.ssh/config, else $USER).",
+                                                   show_default=False)]
+SshKeyOpt = Annotated[Optional[str], typer.Option(help="SSH private key (default: IdentityFile, agent).",
+                                                  show_default=False)]
+SshPortOpt = Annotated[Optional[int], typer.Option(help="SSH port (default: ~/.ssh/config, else 22).",
+                                                   show_default=False)]
+SshAcceptNewOpt = Annotated[bool, typer.Option(
+    help="Accept and record unknown host keys (OpenSSH accept-new); changed keys are always refused.")]
+SshConfigOpt = Annotated[str, typer.Option(help="OpenSSH client config to honour.")]
+KnownHostsOpt = Annotated[str, typer.Option(help="known_hosts file.")]
+EtcdViaSshOpt = Annotated[Optional[str], typer.Option(
+    help="Reach etcd on this node's 127.0.0.1:2379 through SSH; --etcd-cacert/--etcd-cert/--etcd-key are then "
+         "paths on the node (default: kubeadm's).", show_default=False)]
 
 
 
@@ -153,6 +167,14 @@ def diagnose(
         show_default=False)] = None,
     talosconfig: TalosconfigOpt = None, talos_context: TalosContextOpt = None,
     talos_endpoints: TalosEndpointsOpt = None, talosctl: TalosctlOpt = "talosctl",
+    ssh: Annotated[Optional[List[str]], typer.Option(
+        "--ssh", help="Read kube-apiserver's CRI logs from /var/log/pods on these hosts over SSH.",
+        show_default=False)] = None,
+    pods_dir: Annotated[str, typer.Option(help="With --ssh: kubelet's pod log directory on the hosts.")]
+    = "/var/log/pods",
+    ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
+    ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
+    known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
 ) -> None:
     """Name the admission deadlock in kube-apiserver logs.
 
@@ -181,6 +203,12 @@ def diagnose(
 
             extra = talos_sources(_talos(talosctl, talosconfig, talos_context, talos_endpoints, None),
                                   _split(talos_node))
+        if ssh:
+            from breakglass.logs.remote import ssh_sources  # noqa: PLC0415
+
+            opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, None)
+            for node in _ssh_nodes(_split(ssh), opts).values():
+                extra += ssh_sources(node, pods_dir)
         if not paths and not extra:
             if sys.stdin is None or sys.stdin.isatty():
                 raise BadInput("no logs given: name files or directories, or pipe a log into standard input",
@@ -236,12 +264,31 @@ def _spec(files, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_
                       etcd_key=etcd_key, etcd_prefix=etcd_prefix, timeout=timeout)
 
 
+def _load_inventory(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key,
+                    etcd_prefix, timeout, etcd_via_ssh, ssh_opts):
+    from breakglass.webhooks import sources as _sources  # noqa: PLC0415
+
+    if etcd_via_ssh:
+        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout, etcd_via_ssh,
+                              ssh_opts)
+        etcd = target.connect()
+        try:
+            return _sources.load_etcd(etcd, etcd_prefix)
+        finally:
+            etcd.close()
+    return _sources.load(_spec(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key,
+                               etcd_prefix, timeout))
+
+
 @app.command()
 def webhooks(
     file: FileOpt = None, source: SourceOpt = Source.auto, kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None, etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None,
     etcd_cert: EtcdCertOpt = None, etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry",
-    timeout: TimeoutOpt = None, target_version: TargetOpt = None,
+    timeout: TimeoutOpt = None, target_version: TargetOpt = None, etcd_via_ssh: EtcdViaSshOpt = None,
+    ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
+    ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
+    known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
     """List admission webhooks and policies: what they intercept, how they fail, what backs them.
@@ -261,10 +308,11 @@ def webhooks(
 
     def body() -> int:
         from breakglass.webhooks import listing as _listing  # noqa: PLC0415
-        from breakglass.webhooks import sources as _sources  # noqa: PLC0415
 
-        inv = _sources.load(_spec(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert,
-                                  etcd_cert, etcd_key, etcd_prefix, timeout))
+        inv = _load_inventory(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key,
+                              etcd_prefix, timeout, etcd_via_ssh,
+                              _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts,
+                                           timeout))
         li = _listing.listing(inv, target_version)
         _show(output, "WebhookList", li, lambda: _render().listing(li, inv.warnings), 0, inv.warnings)
         return 0
@@ -279,7 +327,10 @@ def audit(
     etcd_cert: EtcdCertOpt = None, etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry",
     timeout: TimeoutOpt = None, target_version: TargetOpt = None,
     fail_on: Annotated[Severity, typer.Option(help="Exit 3 when a risk of this severity or worse is found.")]
-    = Severity.high,
+    = Severity.high, etcd_via_ssh: EtcdViaSshOpt = None,
+    ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
+    ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
+    known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
     """Audit admission webhooks and policies for deadlock risk, with the matchConditions fix.
@@ -301,11 +352,12 @@ def audit(
 
     def body() -> int:
         from breakglass.webhooks import audit as _audit  # noqa: PLC0415
-        from breakglass.webhooks import sources as _sources  # noqa: PLC0415
 
         _audit.parse_version(target_version)  # a bad version is bad input before any connection
-        inv = _sources.load(_spec(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert,
-                                  etcd_cert, etcd_key, etcd_prefix, timeout))
+        inv = _load_inventory(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key,
+                              etcd_prefix, timeout, etcd_via_ssh,
+                              _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts,
+                                           timeout))
         rep = _audit.audit(inv.configs, target_version)
         worst = _audit.RANK[rep.worst] if rep.worst else -1
         code = int(ExitCode.FOUND if worst >= _audit.RANK[fail_on.value] else ExitCode.OK)
@@ -324,12 +376,23 @@ YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confir
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show exactly what would change; change nothing.")]
 
 
-def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout):
+def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout, via_ssh=None,
+                 ssh_options=None):
     from breakglass.access.etcd import EtcdSettings  # noqa: PLC0415
     from breakglass.recovery import EtcdTarget  # noqa: PLC0415
     from breakglass.webhooks.sources import etcd_prefixes  # noqa: PLC0415
 
     etcd_prefixes(etcd_prefix)  # validates it
+    if via_ssh:
+        from breakglass.access import etcd_ssh  # noqa: PLC0415
+        from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
+
+        from breakglass.access.etcd import _parse_endpoint  # noqa: PLC0415
+
+        # Through SSH, --etcd-endpoints is as seen from the node (default 127.0.0.1:2379).
+        remote_port = _parse_endpoint(etcd_endpoints.split(",")[0])[1] if etcd_endpoints else 2379
+        node = Node(via_ssh, ssh_options or SshOptions()).connect()
+        return EtcdTarget(etcd_ssh.tunnel(node, etcd_cacert, etcd_cert, etcd_key, timeout, remote_port), etcd_prefix)
     return EtcdTarget(EtcdSettings.resolve(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, timeout), etcd_prefix)
 
 
@@ -392,6 +455,7 @@ def _progress_bytes(done: int, total: int) -> None:
 class Method(str, enum.Enum):
     etcd = "etcd"
     talos = "talos"
+    kubeadm = "kubeadm"
 
 
 def _talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout):
@@ -399,6 +463,19 @@ def _talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout):
 
     return Talos(talosctl=talosctl, talosconfig=talosconfig, context=talos_context,
                  endpoints=[e for e in (talos_endpoints or "").split(",") if e], timeout=timeout or 60.0)
+
+
+def _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout):
+    from breakglass.access.ssh import SshOptions  # noqa: PLC0415
+
+    return SshOptions(user=ssh_user, port=ssh_port, key=ssh_key, accept_new=ssh_accept_new, config=ssh_config,
+                      known_hosts=known_hosts, timeout=timeout or 10.0)
+
+
+def _ssh_nodes(hosts: list[str], options) -> dict:
+    from breakglass.access.ssh import Node  # noqa: PLC0415
+
+    return {h: Node(h, options) for h in hosts}
 
 
 def _split(values) -> list[str]:
@@ -439,6 +516,21 @@ def recover(
     wait_timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait for /readyz.")] = 300.0,
     apiserver: Annotated[Optional[List[str]], typer.Option(
         help="apiserver URL(s) to wait on (default: https://NODE:6443 for each node).", show_default=False)] = None,
+    ssh: Annotated[Optional[List[str]], typer.Option(
+        "--ssh", help="kubeadm: control-plane hosts to reach over SSH, comma-separated.", show_default=False)] = None,
+    manifest: Annotated[Optional[str], typer.Option(
+        help="kubeadm: edit this local manifest instead (you are on the node).", show_default=False)] = None,
+    manifest_path: Annotated[str, typer.Option(help="kubeadm: the manifest's path on the nodes.")]
+    = "/etc/kubernetes/manifests/kube-apiserver.yaml",
+    verify_timeout: Annotated[float, typer.Option(
+        min=0, help="kubeadm: seconds to wait for a kube-apiserver process with the new flag (0: skip).")] = 180.0,
+    node_backup_dir: Annotated[str, typer.Option(
+        help="kubeadm: where the node keeps its copy of the old manifest (never the manifests directory).")]
+    = "/etc/kubernetes/breakglass-backup",
+    etcd_via_ssh: EtcdViaSshOpt = None,
+    ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
+    ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
+    known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
     state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
@@ -450,6 +542,10 @@ def recover(
     node first, backs up each config, applies with --mode=no-reboot, reads back, then waits
     for /readyz. --config-file does the same to files in a repository; --write-patch only
     writes the patch.
+
+    --method kubeadm adds --disable-admission-plugins to each node's static pod manifest
+    over SSH (--ssh HOSTS) or locally (--manifest), backed up outside the manifests
+    directory and written atomically; then waits for kube-apiserver to run with it.
 
     --method etcd deletes each configuration's exact key
     (/registry/validatingwebhookconfigurations/NAME) after a backup that is written,
@@ -476,7 +572,11 @@ def recover(
 
         if method is Method.talos:
             return _recover_talos()
-        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout)
+        if method is Method.kubeadm:
+            return _recover_kubeadm()
+        ssh_opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
+        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
+                              etcd_via_ssh, ssh_opts)
         remedy, steps = recovery.plan_etcd(target, list(webhook_config or []), list(kind or []) or None)
         if dry_run:
             res = RunResult(None, remedy.method, True, [s.to_json() for s in steps], "planned")
@@ -527,15 +627,48 @@ def recover(
             print(_render().plan(steps, remedy.method) + note)
         _confirm(f"Patch {len(steps)} node(s)? Every {', '.join(wanted)} stays off until you revert.", yes)
         res = recovery.execute(remedy, steps, state_dir, {"nodes": node_list, "plugins": wanted})
-        states = []
-        if wait and not files:
-            from breakglass.access import readyz  # noqa: PLC0415
+        res.readiness = _wait_ready(apiserver or node_list) if wait and not files else []
+        _show(output, "RecoverResult", res, lambda: _render().run_result(res))
+        return 0
 
-            urls = [readyz.url_for(u) for u in (apiserver or node_list)]
-            states = readyz.wait(urls, wait_timeout, on_tick=_spinner if sys.stderr.isatty() else None)
-            if sys.stderr.isatty():
-                print("\r\033[K", end="", file=sys.stderr)
-        res.readiness = states
+    def _wait_ready(hosts: list[str]) -> list:
+        from breakglass.access import readyz  # noqa: PLC0415
+
+        urls = [readyz.url_for(u) for u in hosts]
+        states = readyz.wait(urls, wait_timeout, on_tick=_spinner if sys.stderr.isatty() else None)
+        if sys.stderr.isatty():
+            print("\r\033[K", end="", file=sys.stderr)
+        return states
+
+    def _recover_kubeadm() -> int:
+        from breakglass import recovery  # noqa: PLC0415
+        from breakglass.remedies.driver import RunResult  # noqa: PLC0415
+
+        wanted = _split(plugins) or _plugins_from(diagnosis) or ["ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"]
+        if manifest:
+            from breakglass.access.local import LocalNode  # noqa: PLC0415
+
+            nodes, path, hosts = {"localhost": LocalNode()}, os.path.abspath(manifest), []
+        else:
+            hosts = _split(ssh)
+            if not hosts:
+                raise BadInput("--method kubeadm needs --ssh HOSTS, or --manifest PATH on the node itself")
+            opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
+            nodes, path = _ssh_nodes(hosts, opts), manifest_path
+        remedy, steps = recovery.plan_kubeadm(nodes, path, wanted, verify_timeout, local=bool(manifest),
+                                              backup_dir=node_backup_dir)
+        note = f"\nalready disabled on: {', '.join(remedy.skipped)}" if remedy.skipped else ""
+        if dry_run or not steps:
+            res = RunResult(None, remedy.method, True, [s.to_json() for s in steps], "planned")
+            _show(output, "RecoverResult", res,
+                  lambda: _render().plan(steps, remedy.method) + note + "\n\ndry run: nothing was changed"
+                  if dry_run else "nothing to change" + note)
+            return 0
+        if output is Output.text:
+            print(_render().plan(steps, remedy.method) + note)
+        _confirm(f"Edit {len(steps)} manifest(s)? Every {', '.join(wanted)} stays off until you revert.", yes)
+        res = recovery.execute(remedy, steps, state_dir, {"hosts": hosts or ["localhost"], "plugins": wanted})
+        res.readiness = _wait_ready(apiserver or hosts) if wait and (apiserver or hosts) else []
         _show(output, "RecoverResult", res, lambda: _render().run_result(res))
         return 0
 
@@ -552,6 +685,9 @@ def revert(
     etcd_key: EtcdKeyOpt = None, timeout: TimeoutOpt = None,
     talosconfig: TalosconfigOpt = None, talos_context: TalosContextOpt = None,
     talos_endpoints: TalosEndpointsOpt = None, talosctl: TalosctlOpt = "talosctl",
+    ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
+    ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
+    known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
     state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
@@ -576,18 +712,20 @@ def revert(
         target = None
         if etcd_endpoints or etcd_cacert or etcd_cert or etcd_key or timeout:
             target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, "/registry", timeout)
+        ssh_opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
         talos = None
         if talosconfig or talos_context or talos_endpoints or talosctl != "talosctl":
             talos = _talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout)
         if not dry_run:
-            preview = recovery.revert_run(run, state_dir, target, force=force, dry_run=True, talos=talos)
+            preview = recovery.revert_run(run, state_dir, target, force=force, dry_run=True, talos=talos,
+                                          ssh=ssh_opts)
             if preview.status == "nothing-to-do":
                 _show(output, "RevertResult", preview, lambda: _render().revert_result(preview))
                 return 0
             if output is Output.text:
                 print(_render().revert_result(preview))
             _confirm(f"Revert run {preview.run}?", yes)
-        res = recovery.revert_run(run, state_dir, target, force=force, dry_run=dry_run, talos=talos)
+        res = recovery.revert_run(run, state_dir, target, force=force, dry_run=dry_run, talos=talos, ssh=ssh_opts)
         _show(output, "RevertResult", res, lambda: _render().revert_result(res))
         return 0
 
@@ -748,7 +886,9 @@ def etcd_restore(
     """
     revert(run=run, force=force, etcd_endpoints=etcd_endpoints, etcd_cacert=etcd_cacert, etcd_cert=etcd_cert,
            etcd_key=etcd_key, timeout=timeout, talosconfig=None, talos_context=None, talos_endpoints=None,
-           talosctl="talosctl", state_dir=state_dir, dry_run=dry_run, yes=yes, output=output, verbose=verbose)
+           talosctl="talosctl", ssh_user=None, ssh_key=None, ssh_port=None, ssh_accept_new=False,
+           ssh_config="~/.ssh/config", known_hosts="~/.ssh/known_hosts", state_dir=state_dir, dry_run=dry_run,
+           yes=yes, output=output, verbose=verbose)
 
 
 @app.command()

@@ -75,13 +75,35 @@ def plan_talos(store, nodes: list[str], plugins: list[str]):
     return remedy, remedy.plan()
 
 
+def plan_kubeadm(nodes: dict, manifest: str, plugins: list[str], verify_timeout: float, local: bool = False,
+                 backup_dir: str | None = None):
+    from breakglass.remedies.kubeadm_flags import NODE_BACKUP_DIR, KubeadmFlags  # noqa: PLC0415
+
+    remedy = KubeadmFlags(nodes, manifest, plugins, verify_timeout, local, backup_dir or NODE_BACKUP_DIR)
+    return remedy, remedy.plan()
+
+
 def talos_store(talos=None, files: bool = False):
     from breakglass.remedies.talos_flags import FileStore, TalosctlStore  # noqa: PLC0415
 
     return FileStore() if files else TalosctlStore(talos)
 
 
-def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None):
+def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=None):
+    if state.method == "kubeadm":
+        from breakglass.remedies.kubeadm_flags import KubeadmFlags  # noqa: PLC0415
+
+        t = state.target
+        if t.get("local"):
+            from breakglass.access.local import LocalNode  # noqa: PLC0415
+
+            nodes = {"localhost": LocalNode()}
+        else:
+            from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
+
+            nodes = {h: Node(h, ssh or SshOptions()) for h in t.get("hosts") or []}
+        return KubeadmFlags(nodes, t.get("manifest"), t.get("plugins") or [], 0, bool(t.get("local")),
+                            t.get("backup_dir") or "/etc/kubernetes/breakglass-backup")
     if state.method == "talos":
         from breakglass.access.talos import Talos  # noqa: PLC0415
         from breakglass.remedies.talos_flags import TalosFlags  # noqa: PLC0415
@@ -112,12 +134,12 @@ def latest_unreverted(state: str | None) -> Run:
 
 
 def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, force: bool = False,
-               dry_run: bool = False, talos=None) -> driver.RevertResult:
+               dry_run: bool = False, talos=None, ssh=None) -> driver.RevertResult:
     run = Run.open(ref, state) if ref else latest_unreverted(state)
     st = driver.replay(run)
     if not any(s.backup for s in st.steps):  # stopped before anything was backed up, so before any change
         return driver.RevertResult(run.id, dry_run, [], "nothing-to-do")
-    remedy = remedy_for(st, etcd, talos)
+    remedy = remedy_for(st, etcd, talos, ssh)
     try:
         return driver.revert(remedy, run, force=force, dry_run=dry_run)
     finally:

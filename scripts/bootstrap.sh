@@ -14,6 +14,9 @@ case "${1:-}" in
     command -v grep >/dev/null || want+=(grep)
     command -v etcd >/dev/null || want+=(etcd-server)      # tests start a real etcd on loopback
     command -v etcdctl >/dev/null || want+=(etcd-client)   # benchmarks compare against etcdctl
+    [ -x /usr/sbin/sshd ] || want+=(openssh-server)        # tests start a real sshd on loopback
+    command -v ssh-keygen >/dev/null || want+=(openssh-client)
+    command -v sudo >/dev/null || want+=(sudo)             # tests log in as a non-root user using sudo -n
     ;;
   *) echo "usage: $0 python|test" >&2; exit 2 ;;
 esac

@@ -55,3 +55,13 @@ def etcd_clean(etcd_server):
     c.delete_prefix(b"/")
     yield etcd_server
     c.close()
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the OpenSSH fixture needs root (sshd privilege separation); CI runs as root")
+    from tests import sshd_server
+    srv = sshd_server.start(str(tmp_path_factory.mktemp("ssh")))
+    yield srv
+    srv.stop()

@@ -1,0 +1,285 @@
+"""SSH to control-plane nodes with paramiko, the way an engineer's OpenSSH would connect.
+
+Honours ``~/.ssh/config`` (Host, HostName, User, Port, IdentityFile, ProxyJump through a
+bastion) and ``~/.ssh/known_hosts``. An unknown host key is refused, with its fingerprint,
+unless ``accept_new`` (OpenSSH's ``StrictHostKeyChecking=accept-new``), which records it; a
+changed key is always refused. Commands for a non-root user run through ``sudo -n``, and a
+sudo that wants a password is said so in one line.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import shlex
+import socket
+import threading
+from dataclasses import dataclass, field
+
+from breakglass.errors import BadInput, Unreachable
+
+
+@dataclass
+class SshOptions:
+    user: str | None = None
+    port: int | None = None
+    key: str | None = None
+    accept_new: bool = False
+    config: str = "~/.ssh/config"
+    known_hosts: str = "~/.ssh/known_hosts"
+    timeout: float = 10.0
+
+
+def fingerprint(key) -> str:
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+@dataclass
+class Result:
+    rc: int
+    out: bytes
+    err: bytes
+
+
+@dataclass
+class Node:
+    """One SSH connection to one host."""
+
+    host: str
+    options: SshOptions
+    _client: object = field(default=None, repr=False)
+    _jump: object = field(default=None, repr=False)
+    user: str = ""
+
+    # -- connecting ----------------------------------------------------------------------------
+    def _lookup(self, host: str) -> dict:
+        import paramiko  # noqa: PLC0415
+
+        path = os.path.expanduser(self.options.config)
+        cfg = paramiko.SSHConfig()
+        if os.path.exists(path):
+            try:
+                cfg = paramiko.SSHConfig.from_path(path)
+            except Exception as e:  # noqa: BLE001 - a broken ~/.ssh/config is the user's input
+                raise BadInput(f"{path}: {e}") from None
+        return cfg.lookup(host)
+
+    def connect(self) -> Node:
+        import paramiko  # noqa: PLC0415
+
+        conf = self._lookup(self.host)
+        hostname = conf.get("hostname", self.host)
+        port = int(self.options.port or conf.get("port", 22))
+        self.user = self.options.user or conf.get("user") or os.environ.get("USER") or "root"
+        keys = [self.options.key] if self.options.key else [os.path.expanduser(p) for p in conf.get("identityfile", [])]
+        sock = None
+        if conf.get("proxyjump") and conf["proxyjump"].lower() != "none":
+            sock = self._jump_channel(conf["proxyjump"], hostname, port)
+        client = paramiko.SSHClient()
+        self._load_known_hosts(client)
+        client.set_missing_host_key_policy(_Policy(self.options, self.host))
+        try:
+            client.connect(hostname, port=port, username=self.user, key_filename=[k for k in keys if k] or None,
+                           timeout=self.options.timeout, banner_timeout=self.options.timeout,
+                           auth_timeout=self.options.timeout, sock=sock, look_for_keys=not keys,
+                           allow_agent=True)
+        except paramiko.BadHostKeyException as e:
+            raise Unreachable(f"ssh {self.host}: HOST KEY MISMATCH: the server offers {fingerprint(e.key)}, "
+                              f"known_hosts has {fingerprint(e.expected_key)}; refusing (possible man in the middle)",
+                              hint=f"if the host was reinstalled: ssh-keygen -R {hostname}") from None
+        except _UnknownHost as e:
+            raise Unreachable(str(e), hint="check the fingerprint out of band, then rerun with --ssh-accept-new") from None
+        except paramiko.AuthenticationException:
+            raise Unreachable(f"ssh {self.user}@{self.host}: authentication failed (key refused)",
+                              hint="--ssh-key, --ssh-user, or IdentityFile in ~/.ssh/config") from None
+        except (paramiko.SSHException, OSError) as e:
+            raise Unreachable(f"ssh {self.host}:{port}: {_reason(e)}") from None
+        self._client = client
+        return self
+
+    def _load_known_hosts(self, client) -> None:
+        path = os.path.expanduser(self.options.known_hosts)
+        try:
+            client.load_system_host_keys()
+        except OSError:
+            pass
+        if os.path.exists(path):
+            try:
+                client.load_host_keys(path)
+            except Exception as e:  # noqa: BLE001
+                raise BadInput(f"{path}: unreadable known_hosts ({e})") from None
+
+    def _jump_channel(self, spec: str, host: str, port: int):
+        """ProxyJump [user@]bastion[:port]: connect there, then open a TCP channel to the target."""
+        first = spec.split(",")[0]
+        user, _, hostport = first.rpartition("@")
+        bhost, _, bport = hostport.partition(":")
+        jump = Node(bhost, SshOptions(user=user or None, port=int(bport) if bport else None,
+                                      accept_new=self.options.accept_new, config=self.options.config,
+                                      known_hosts=self.options.known_hosts, timeout=self.options.timeout)).connect()
+        self._jump = jump
+        try:
+            return jump._client.get_transport().open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0),
+                                                             timeout=self.options.timeout)
+        except Exception as e:  # noqa: BLE001
+            raise Unreachable(f"ssh {self.host} via {bhost}: {_reason(e)}") from None
+
+    # -- running -------------------------------------------------------------------------------
+    def run(self, command: str, stdin: bytes | None = None, sudo: bool = True, timeout: float | None = None) -> Result:
+        """Run a shell command on the node (through ``sudo -n`` when not root)."""
+        if self._client is None:
+            self.connect()
+        if sudo and self.user != "root":
+            command = "sudo -n -- sh -c " + shlex.quote(command)
+        try:
+            chan = self._client.get_transport().open_session(timeout=self.options.timeout)
+            chan.settimeout(timeout or 300)
+            chan.exec_command(command)
+            if stdin is not None:
+                chan.sendall(stdin)
+            chan.shutdown_write()
+            out, err = bytearray(), bytearray()
+            while True:
+                if chan.recv_ready():
+                    out += chan.recv(1 << 16)
+                elif chan.recv_stderr_ready():
+                    err += chan.recv_stderr(1 << 16)
+                elif chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    break
+                else:
+                    chan.status_event.wait(0.05)
+            rc = chan.recv_exit_status()
+        except (OSError, EOFError, socket.timeout) as e:
+            raise Unreachable(f"ssh {self.host}: connection lost ({_reason(e)})") from None
+        except Exception as e:  # noqa: BLE001 - paramiko raises SSHException subclasses and more
+            raise Unreachable(f"ssh {self.host}: {_reason(e)}") from None
+        if rc != 0 and b"a password is required" in err:
+            raise Unreachable(f"ssh {self.user}@{self.host}: sudo wants a password; breakglass runs `sudo -n`",
+                              hint="log in as root, or allow NOPASSWD sudo for this user") from None
+        return Result(rc, bytes(out), bytes(err))
+
+    def stream(self, command: str, sudo: bool = True):
+        """A command's stdout as a file-like stream (for logs); Unreachable on close if it failed."""
+        if self._client is None:
+            self.connect()
+        if sudo and self.user != "root":
+            command = "sudo -n -- sh -c " + shlex.quote(command)
+        chan = self._client.get_transport().open_session(timeout=self.options.timeout)
+        chan.exec_command(command)
+        return _ChannelStream(chan, self.host)
+
+    def forward(self, remote_host: str, remote_port: int) -> tuple[str, int, "Forward"]:
+        """A local TCP port that reaches remote_host:remote_port from the node (like ssh -L)."""
+        if self._client is None:
+            self.connect()
+        fwd = Forward(self._client.get_transport(), remote_host, remote_port)
+        return "127.0.0.1", fwd.port, fwd
+
+    def close(self) -> None:
+        for c in (self._client, self._jump and self._jump._client):
+            try:
+                if c is not None:
+                    c.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class _UnknownHost(Exception):
+    pass
+
+
+class _Policy:
+    """Reject unknown host keys (showing the fingerprint) unless accept-new; then record them."""
+
+    def __init__(self, options: SshOptions, alias: str) -> None:
+        self.options, self.alias = options, alias
+
+    def missing_host_key(self, client, hostname, key) -> None:
+        if not self.options.accept_new:
+            raise _UnknownHost(f"ssh {self.alias}: unknown host key {key.get_name()} {fingerprint(key)}; "
+                               f"refusing to connect")
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        path = os.path.expanduser(self.options.known_hosts)
+        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+class _ChannelStream:
+    def __init__(self, chan, host: str) -> None:
+        self.chan, self.host = chan, host
+
+    def read(self, n: int = -1) -> bytes:
+        n = n if n > 0 else 1 << 20
+        out = bytearray()
+        while len(out) < n:
+            data = self.chan.recv(n - len(out))
+            if not data:
+                break
+            out += data
+        return bytes(out)
+
+    def close(self) -> None:
+        rc = self.chan.recv_exit_status()
+        err = b""
+        while self.chan.recv_stderr_ready():
+            err += self.chan.recv_stderr(1 << 16)
+        self.chan.close()
+        if rc != 0:
+            first = next((ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()), f"exit {rc}")
+            raise Unreachable(f"ssh {self.host}: {first[:300]}")
+
+
+class Forward:
+    """A listening socket on 127.0.0.1 whose connections are tunnelled through SSH."""
+
+    def __init__(self, transport, host: str, port: int) -> None:
+        self.transport, self.host, self.rport = transport, host, port
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self._stop = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._stop:
+            try:
+                conn, addr = self.sock.accept()
+            except OSError:
+                return
+            try:
+                chan = self.transport.open_channel("direct-tcpip", (self.host, self.rport), addr)
+            except Exception:  # noqa: BLE001
+                conn.close()
+                continue
+            for a, b in ((conn, chan), (chan, conn)):
+                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+
+    def close(self) -> None:
+        self._stop = True
+        self.sock.close()
+
+
+def _pipe(src, dst) -> None:
+    try:
+        while True:
+            data = src.recv(1 << 16)
+            if not data:
+                break
+            dst.sendall(data)
+    except Exception:  # noqa: BLE001 - either side closing ends the pipe
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return text.splitlines()[0][:200]

@@ -1,0 +1,241 @@
+"""The kubeadm remedy: add --disable-admission-plugins to kube-apiserver's static pod manifest.
+
+On each control-plane node (over SSH, or locally with --manifest): read the manifest, apply the
+shared flag rules to its command line, back it up outside the manifests directory (on the node
+and in the run directory), and write it atomically: a dot-prefixed temp file in the same
+directory (kubelet ignores dot files and runs every other file there, backups included),
+length and sha256 checked, fsync, rename, mode and owner kept, all in one remote script that
+first compares the current file with the one that was read. Then wait for a kube-apiserver
+process running with the new flag. Revert writes the previous bytes back the same way, only if
+the manifest is still the one breakglass wrote.
+
+The edit is line-based so the rest of the manifest stays byte for byte as it was; kubeadm
+writes flags sorted, and the new flag goes where the sort puts it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+import shlex
+import time
+
+from breakglass.errors import BadInput, PreconditionFailed, Unreachable
+from breakglass.journal import Run
+from breakglass.remedies import admission_flags as flags
+from breakglass.remedies.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
+
+DEFAULT_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+NODE_BACKUP_DIR = "/etc/kubernetes/breakglass-backup"
+_FLAG_LINE = re.compile(r"^(?P<indent>\s*)-\s+(?P<q>['\"]?)--(?P<key>[a-z0-9-]+)(?:=(?P<value>.*?))?(?P=q)\s*$")
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _command_flags(text: str, source: str) -> tuple[list[str], dict[str, int]]:
+    """The manifest's lines, and for each flag of the kube-apiserver command the line it is on."""
+    import yaml  # noqa: PLC0415
+
+    try:
+        pod = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise BadInput(f"{source}: invalid YAML: {getattr(e, 'problem', None) or str(e).splitlines()[0]}") from None
+    containers = ((pod or {}).get("spec") or {}).get("containers") if isinstance(pod, dict) else None
+    if not isinstance(containers, list):
+        raise BadInput(f"{source}: not a static pod manifest (no spec.containers)")
+    api = next((c for c in containers if isinstance(c, dict) and (c.get("name") == "kube-apiserver" or str(
+        (c.get("command") or [""])[0]).endswith("kube-apiserver"))), None)
+    if api is None or not isinstance(api.get("command"), list):
+        raise BadInput(f"{source}: no kube-apiserver container with a command in this manifest")
+    lines = text.split("\n")
+    where: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        m = _FLAG_LINE.match(line)
+        if m:
+            where[m["key"]] = i
+    wanted = {str(a).split("=", 1)[0][2:] for a in api["command"][1:] if str(a).startswith("--")}
+    if not wanted or not wanted <= set(where):
+        raise BadInput(f"{source}: the kube-apiserver command is not written one `- --flag=value` per line; "
+                       f"edit it by hand")
+    return lines, where
+
+
+def _value(lines: list[str], where: dict[str, int], key: str) -> str | None:
+    if key not in where:
+        return None
+    return _FLAG_LINE.match(lines[where[key]])["value"] or ""
+
+
+def edit(text: str, plugins: list[str], source: str) -> tuple[str, flags.FlagChange]:
+    """The new manifest text and the flag change."""
+    lines, where = _command_flags(text, source)
+    current = {k: _value(lines, where, k) for k in (flags.DISABLE, flags.ENABLE)}
+    ch = flags.disable({k: v for k, v in current.items() if v is not None}, plugins)
+    if not ch.changed:
+        return text, ch
+    indent = _FLAG_LINE.match(lines[min(where.values())])["indent"]
+    new: list[str | None] = list(lines)
+    inserts = []
+    by_line = sorted(where.items(), key=lambda kv: kv[1])
+    for key in (flags.DISABLE, flags.ENABLE):
+        value = ch.after.get(key)
+        if value == ch.before.get(key):
+            continue
+        if value is None:
+            new[where[key]] = None
+        elif key in where:
+            new[where[key]] = f"{indent}- --{key}={value}"
+        else:  # where kubeadm's sorted order puts it
+            pos = next((i for k, i in by_line if k > key), by_line[-1][1] + 1)
+            inserts.append((pos, f"{indent}- --{key}={value}"))
+    for pos, line in sorted(inserts, reverse=True):
+        new.insert(pos, line)
+    new = [line for line in new if line is not None]
+    return "\n".join(new), ch
+
+
+# A node-side script: compare, write a dot temp file, check it, keep mode/owner, fsync, rename.
+# $BREAKGLASS_TEST_PAUSE (tests only) sleeps between the checks and the rename.
+_WRITE = r"""set -u
+f={path}; d=$(dirname "$f"); t="$d/.$(basename "$f").breakglass.tmp"
+cur=$(sha256sum "$f" 2>/dev/null | cut -d' ' -f1)
+[ "$cur" = "{expected}" ] || {{ echo "changed:$cur" >&2; exit 3; }}
+umask 077
+cat > "$t" || exit 5
+if [ "$(wc -c < "$t")" -ne {length} ] || [ "$(sha256sum "$t" | cut -d' ' -f1)" != "{new}" ]; then
+  rm -f "$t"; echo "incomplete" >&2; exit 4
+fi
+chmod --reference="$f" "$t" && chown --reference="$f" "$t" || exit 5
+sync "$t" 2>/dev/null || sync
+{pause}mv -f "$t" "$f" || exit 5
+sync "$d" 2>/dev/null || sync
+echo written
+"""
+
+
+def write_remote(node, path: str, expected_sha: str, data: bytes, pause: float = 0.0) -> None:
+    script = _WRITE.format(path=shlex.quote(path), expected=expected_sha, length=len(data), new=sha(data),
+                           pause=f"sleep {pause}; " if pause else "")
+    r = node.run(script, stdin=data)
+    if r.rc == 3:
+        raise PreconditionFailed(f"{node.host}:{path} changed since it was read; not written")
+    if r.rc != 0 or b"written" not in r.out:
+        raise Unreachable(f"{node.host}:{path}: write failed ({r.err.decode('utf-8', 'replace').strip()[:200] or r.rc})")
+
+
+def read_remote(node, path: str) -> bytes:
+    r = node.run(f"cat {shlex.quote(path)}")
+    if r.rc != 0:
+        err = r.err.decode("utf-8", "replace").strip()
+        if "No such file" in err:
+            raise BadInput(f"{node.host}:{path}: no such manifest (not a kubeadm control-plane node?)")
+        raise Unreachable(f"{node.host}:{path}: {err[:200] or 'cannot read'}")
+    return r.out
+
+
+class KubeadmFlags:
+    method = "kubeadm"
+
+    def __init__(self, nodes: dict, manifest: str = DEFAULT_MANIFEST, plugins: list[str] = (),
+                 verify_timeout: float = 180.0, local: bool = False, backup_dir: str = NODE_BACKUP_DIR) -> None:
+        self.nodes = nodes  # host -> Node (SSH) or LocalNode
+        self.manifest = manifest
+        self.backup_dir = backup_dir
+        self.plugins = list(plugins)
+        self.verify_timeout = verify_timeout
+        self.local = local
+        self.skipped: list[str] = []
+
+    def describe_target(self) -> dict:
+        return {"hosts": list(self.nodes), "manifest": self.manifest, "plugins": self.plugins, "local": self.local,
+                "backup_dir": self.backup_dir}
+
+    def _node(self, host: str):
+        node = self.nodes.get(host)
+        if node is None:
+            raise BadInput(f"no connection to {host} (pass it with --ssh)")
+        return node
+
+    def plan(self) -> list[Step]:
+        plugins = flags.check_plugins(self.plugins)
+        steps = []
+        for host, node in self.nodes.items():
+            text = read_remote(node, self.manifest)
+            new, ch = edit(text.decode("utf-8"), plugins, f"{host}:{self.manifest}")
+            if not ch.changed:
+                self.skipped.append(host)
+                continue
+            diff = "".join(difflib.unified_diff(text.decode().splitlines(True), new.splitlines(True),
+                                                f"{host}:{self.manifest}", f"{host}:{self.manifest} (new)"))
+            steps.append(Step(
+                id=f"s{len(steps) + 1}", target=f"{host}:{self.manifest}", action="edit",
+                summary=f"disable {','.join(plugins)} in {host}:{self.manifest}", diff=diff,
+                data={"host": host, "path": self.manifest, "before_sha": sha(text), "after_sha": sha(new.encode()),
+                      "after": new, "disable": ch.after.get(flags.DISABLE)}))
+        return steps
+
+    def backup(self, step: Step, run: Run) -> dict:
+        node = self._node(step.data["host"])
+        text = read_remote(node, step.data["path"])
+        if sha(text) != step.data["before_sha"]:
+            raise PreconditionFailed(f"{step.target} changed since it was read; nothing was written")
+        info = {"manifest": f"{step.id}.kube-apiserver.yaml",
+                "manifest_sha256": run.write_backup(f"{step.id}.kube-apiserver.yaml", text)}
+        bdir = shlex.quote(self.backup_dir)
+        remote = f"{self.backup_dir}/{run.id}-{step.id}-{os.path.basename(step.data['path'])}"
+        if os.path.dirname(os.path.abspath(remote)) == os.path.dirname(os.path.abspath(step.data["path"])):
+            raise BadInput("the node backup directory must not be the manifests directory (kubelet runs every file there)")
+        if not self.local:
+            script = (f"umask 077; mkdir -p {bdir} && chmod 700 {bdir} && "
+                      f"cat > {shlex.quote(remote)} && sync {shlex.quote(remote)} 2>/dev/null; "
+                      f"sha256sum {shlex.quote(remote)}")
+            r = node.run(script, stdin=text)
+            if r.rc != 0 or sha(text) not in r.out.decode():
+                raise Unreachable(f"{step.data['host']}: backup to {remote} failed "
+                                  f"({r.err.decode('utf-8', 'replace').strip()[:200]})")
+            info["node_copy"] = remote
+        return info
+
+    def apply(self, step: Step, backup: dict) -> None:
+        pause = float(os.environ.get("BREAKGLASS_TEST_PAUSE", "0") or 0)
+        write_remote(self._node(step.data["host"]), step.data["path"], step.data["before_sha"],
+                     step.data["after"].encode(), pause)
+
+    def verify(self, step: Step) -> str:
+        node = self._node(step.data["host"])
+        if sha(read_remote(node, step.data["path"])) != step.data["after_sha"]:
+            raise PreconditionFailed(f"{step.target} does not read back as written")
+        if self.verify_timeout <= 0:
+            return "manifest written; process check skipped"
+        flag = f"--{flags.DISABLE}={step.data['disable']}"
+        deadline = time.monotonic() + self.verify_timeout
+        script = ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | "
+                  "grep -E '(^|/)kube-apiserver ' | grep -F -- " + shlex.quote(flag + " ") + " | head -1")
+        while True:
+            r = node.run(script)
+            if r.out.strip():
+                return f"kube-apiserver runs with {flag}"
+            if time.monotonic() >= deadline:
+                return (f"manifest written, but no kube-apiserver process with {flag} within "
+                        f"{self.verify_timeout:g}s (kubelet may still be restarting it)")
+            time.sleep(2)
+
+    def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
+        node = self._node(step.data["host"])
+        original = run.read_backup(backup["manifest"], backup["manifest_sha256"])
+        current = read_remote(node, step.data["path"])
+        if sha(current) == sha(original):
+            return RevertOutcome(step.id, ALREADY, f"{step.target} already holds the earlier manifest")
+        diff = "".join(difflib.unified_diff(step.data["after"].splitlines(True),
+                                            current.decode("utf-8", "replace").splitlines(True),
+                                            "written by breakglass", f"{step.target} now"))
+        if sha(current) != step.data["after_sha"] and not force:
+            return RevertOutcome(step.id, CONFLICT, f"{step.target} changed since the run; left as it is", diff)
+        if dry_run:
+            return RevertOutcome(step.id, RESTORED, f"would restore {step.target} ({len(original)} bytes)", diff)
+        write_remote(node, step.data["path"], sha(current), original)
+        return RevertOutcome(step.id, RESTORED, f"{step.target} restored")

@@ -1,0 +1,230 @@
+"""The kubeadm remedy over a real OpenSSH server, and SSH as a transport for logs and etcd."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MANIFEST = os.path.join(HERE, "kubeadm", "kube-apiserver.yaml")
+VWH, MWH = "ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"
+
+
+@pytest.fixture
+def node(tmp_path, sshd):
+    """A control-plane node's manifests directory (a temp dir), a kubelet stand-in watching it."""
+    from tests.kubelet_standin import Kubelet
+    mdir = tmp_path / "manifests"
+    mdir.mkdir()
+    path = mdir / "kube-apiserver.yaml"
+    shutil.copy(MANIFEST, path)
+    os.chmod(path, 0o600)
+    kubelet = Kubelet(str(path)).start()
+    yield {"path": path, "dir": mdir, "backup": tmp_path / "node-backup", "state": tmp_path / "state",
+           "kubelet": kubelet}
+    kubelet.stop()
+
+
+def _ssh_args(sshd, node):
+    return ["--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts,
+            "--manifest-path", str(node["path"]), "--node-backup-dir", str(node["backup"])]
+
+
+def _cli(node, *args, env=None):
+    return run_cli(*args, env={"BREAKGLASS_STATE_DIR": str(node["state"]), **(env or {})})
+
+
+def _only_dot_files_besides_the_manifest(mdir):
+    assert [n for n in os.listdir(mdir) if not n.startswith(".")] == ["kube-apiserver.yaml"]
+
+
+def test_recover_over_ssh_edits_atomically_verifies_and_reverts(sshd, node):
+    original = open(MANIFEST, "rb").read()
+    st = os.stat(node["path"])
+    p = _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--verify-timeout", "20",
+             *_ssh_args(sshd, node))
+    assert p.returncode == 0, p.stderr
+    new = node["path"].read_text()
+    assert f"    - --disable-admission-plugins={VWH},{MWH}\n" in new
+    assert new.replace(f"    - --disable-admission-plugins={VWH},{MWH}\n", "") == original.decode()
+    assert stat.S_IMODE(os.stat(node["path"]).st_mode) == stat.S_IMODE(st.st_mode)
+    assert os.stat(node["path"]).st_uid == st.st_uid
+    assert b"kube-apiserver runs with --disable-admission-plugins" in p.stdout  # seen in /proc, restarted by "kubelet"
+    _only_dot_files_besides_the_manifest(node["dir"])
+    [copy] = os.listdir(node["backup"])  # the node keeps its own copy, outside the manifests directory
+    assert open(node["backup"] / copy, "rb").read() == original
+    assert stat.S_IMODE(os.stat(node["backup"] / copy).st_mode) == 0o600
+    r = _cli(node, "revert", "--yes", "--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts)
+    assert r.returncode == 0, r.stderr
+    assert node["path"].read_bytes() == original
+    _only_dot_files_besides_the_manifest(node["dir"])
+
+
+def test_overlap_with_enable_list_is_resolved(sshd, node):
+    text = node["path"].read_text().replace("--enable-admission-plugins=NodeRestriction",
+                                            f"--enable-admission-plugins=NodeRestriction,{VWH}")
+    node["path"].write_text(text)
+    p = _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--verify-timeout", "0",
+             "--plugins", VWH, *_ssh_args(sshd, node))
+    assert p.returncode == 0, p.stderr
+    new = node["path"].read_text()
+    assert "--enable-admission-plugins=NodeRestriction\n" in new and f"--disable-admission-plugins={VWH}\n" in new
+    assert _cli(node, "revert", "--yes", "--ssh-config", sshd.ssh_config,
+                "--known-hosts", sshd.known_hosts).returncode == 0
+    assert node["path"].read_text() == text
+
+
+def test_revert_refuses_a_manifest_changed_since(sshd, node):
+    assert _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--verify-timeout", "0",
+                *_ssh_args(sshd, node)).returncode == 0
+    node["path"].write_text(node["path"].read_text().replace("--secure-port=6443", "--secure-port=7443"))
+    r = _cli(node, "revert", "--yes", "--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts)
+    assert r.returncode == 4 and b"--secure-port=7443" in r.stdout
+    assert "--secure-port=7443" in node["path"].read_text()
+
+
+def test_unknown_host_key_is_refused_with_its_fingerprint_unless_accept_new(sshd, node, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    args = ["recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--verify-timeout", "0",
+            "--ssh-config", sshd.ssh_config, "--known-hosts", str(empty), "--manifest-path", str(node["path"]),
+            "--node-backup-dir", str(node["backup"]), "--dry-run"]
+    p = _cli(node, *args)
+    assert p.returncode == 5 and b"unknown host key ssh-ed25519 SHA256:" in p.stderr
+    p = _cli(node, *args, "--ssh-accept-new")
+    assert p.returncode == 0, p.stderr
+    assert str(sshd.port) in empty.read_text()  # recorded, like OpenSSH's accept-new
+
+
+def test_changed_host_key_is_always_refused(sshd, node, tmp_path):
+    other = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"[127.0.0.1]:{sshd.port} {open(str(other) + '.pub').read().split()[0]} "
+                  f"{open(str(other) + '.pub').read().split()[1]}\n")
+    p = _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--ssh-accept-new",
+             "--ssh-config", sshd.ssh_config, "--known-hosts", str(kh), "--manifest-path", str(node["path"]))
+    assert p.returncode == 5 and b"HOST KEY MISMATCH" in p.stderr
+    assert node["path"].read_bytes() == open(MANIFEST, "rb").read()
+
+
+def test_refused_key_and_unreachable_host(sshd, node, tmp_path):
+    wrong = tmp_path / "wrong"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong)], check=True)
+    p = _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--ssh-key", str(wrong),
+             *_ssh_args(sshd, node))
+    assert p.returncode == 5 and b"authentication failed" in p.stderr
+    p = _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1,127.0.0.1", "--ssh-port", "1", "--yes",
+             "--no-wait", *_ssh_args(sshd, node))
+    assert p.returncode == 5 and len(p.stderr.strip().splitlines()) <= 2
+    assert node["path"].read_bytes() == open(MANIFEST, "rb").read()  # nothing changed on any node
+
+
+def test_dropped_connection_between_temp_write_and_rename(sshd, node):
+    original = node["path"].read_bytes()
+    env = {"BREAKGLASS_STATE_DIR": str(node["state"]), "BREAKGLASS_TEST_PAUSE": "4"}
+    proc = subprocess.Popen([sys.executable, "-m", "breakglass", "recover", "--method", "kubeadm", "--ssh", "cp1",
+                             "--yes", "--no-wait", "--verify-timeout", "0", *_ssh_args(sshd, node)],
+                            cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    tmp = node["dir"] / ".kube-apiserver.yaml.breakglass.tmp"
+    deadline = time.time() + 20
+    while not tmp.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    assert tmp.exists(), "the temp file never appeared"
+    time.sleep(0.5)
+    sshd.kill_sessions()  # the connection drops before the rename
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 5, err
+    assert node["path"].read_bytes() == original  # the old file, not a partial one
+    _only_dot_files_besides_the_manifest(node["dir"])
+    runs = json.loads(_cli(node, "runs", "-o", "json").stdout)["result"]
+    assert runs[0]["status"] == "failed"
+    r = _cli(node, "revert", "--yes", "--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts, "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["result"]["outcomes"][0]["outcome"] == "already-restored"
+    assert node["path"].read_bytes() == original
+
+
+def test_local_manifest(tmp_path):
+    path = tmp_path / "kube-apiserver.yaml"
+    shutil.copy(MANIFEST, path)
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
+    p = run_cli("recover", "--method", "kubeadm", "--manifest", str(path), "--yes", "--no-wait",
+                "--verify-timeout", "0", env=env)
+    assert p.returncode == 0, p.stderr
+    assert f"--disable-admission-plugins={VWH},{MWH}" in path.read_text()
+    assert run_cli("revert", "--yes", env=env).returncode == 0
+    assert path.read_bytes() == open(MANIFEST, "rb").read()
+
+
+def test_diagnose_over_ssh_reads_rotated_and_gzipped_pod_logs(sshd, tmp_path):
+    pods = tmp_path / "pods"
+    src = os.path.join(ROOT, "examples", "logs", "pods")
+    shutil.copytree(src, pods)
+    p = run_cli("diagnose", "--ssh", "cp1", "--pods-dir", str(pods), "--ssh-config", sshd.ssh_config,
+                "--known-hosts", sshd.known_hosts, "-o", "json")
+    assert p.returncode == 3, p.stderr
+    f = json.loads(p.stdout)["result"]["findings"][0]
+    assert f["webhook"] == "webhook.cert-manager.io" and f["count"] == 20
+    assert any(s.endswith(".gz") for s in f["sources"])
+    p = run_cli("diagnose", "--ssh", "cp1", "--pods-dir", str(tmp_path / "none"), "--ssh-config", sshd.ssh_config,
+                "--known-hosts", sshd.known_hosts)
+    assert p.returncode == 2 and b"no kube-apiserver pod logs" in p.stderr
+
+
+def test_etcd_through_ssh(sshd, etcd_tls):
+    from tests import etcd_server as es
+    from tests.test_codec import KYVERNO
+    from breakglass.webhooks import codec, sources
+    c = es.raw_client(etcd_tls)
+    c.delete_prefix(b"/")
+    c.put(sources.etcd_key("validating", KYVERNO["metadata"]["name"]), codec.encode_value(KYVERNO))
+    c.close()
+    port = etcd_tls.endpoint.rsplit(":", 1)[1]
+    # --etcd-cacert/--etcd-cert/--etcd-key are paths on the node when going through SSH
+    args = ["--etcd-via-ssh", "cp1", "--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts,
+            "--etcd-endpoints", f"127.0.0.1:{port}",  # as seen from the node
+            "--etcd-cacert", etcd_tls.cacert, "--etcd-cert", etcd_tls.cert, "--etcd-key", etcd_tls.key]
+    p = run_cli("audit", *args, "-o", "json")
+    assert p.returncode == 3, p.stderr
+    assert json.loads(p.stdout)["result"]["findings"][0]["rule"] == "bootstrap-intercept"
+
+
+@pytest.fixture(scope="module")
+def sudo_users():
+    """Two non-root users on this machine: one with passwordless sudo, one without."""
+    if shutil.which("sudo") is None or shutil.which("useradd") is None:
+        pytest.fail("sudo and useradd are needed: `make test` installs sudo")
+    for user in ("bgsudo", "bgnopw"):
+        subprocess.run(["useradd", "-m", "-s", "/bin/sh", user], capture_output=True)
+        subprocess.run(["passwd", "-d", user], capture_output=True)  # no password: key login only
+    with open("/etc/sudoers.d/breakglass-test", "w") as f:
+        f.write("bgsudo ALL=(ALL) NOPASSWD: ALL\n")
+    os.chmod("/etc/sudoers.d/breakglass-test", 0o440)
+    yield
+    os.unlink("/etc/sudoers.d/breakglass-test")
+
+
+def test_non_root_user_through_sudo(sshd, node, sudo_users):
+    base = ["recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--verify-timeout", "0",
+            *_ssh_args(sshd, node)]
+    p = _cli(node, *base, "--ssh-user", "bgnopw")
+    assert p.returncode == 5 and b"sudo wants a password" in p.stderr
+    assert node["path"].read_bytes() == open(MANIFEST, "rb").read()
+    p = _cli(node, *base, "--ssh-user", "bgsudo")
+    assert p.returncode == 0, p.stderr
+    assert f"--disable-admission-plugins={VWH},{MWH}" in node["path"].read_text()
+    assert os.stat(node["path"]).st_uid == 0  # written by root through sudo, owner kept
+    r = _cli(node, "revert", "--yes", "--ssh-user", "bgsudo", "--ssh-config", sshd.ssh_config,
+             "--known-hosts", sshd.known_hosts)
+    assert r.returncode == 0, r.stderr
+    assert node["path"].read_bytes() == open(MANIFEST, "rb").read()
