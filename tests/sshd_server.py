@@ -90,6 +90,9 @@ def start(tmp: str) -> SshServer:
     with open(ssh_config, "w") as f:
         for alias in ("cp1", "cp2"):
             f.write(f"Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  IdentityFile {d}/user\n")
+        # reached through a bastion (here the same server), as ProxyJump users have it
+        f.write(f"Host behind-bastion\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  IdentityFile {d}/user\n"
+                f"  ProxyJump cp1\n")
     host_pub = open(os.path.join(d, "host.pub")).read().split()
     known = os.path.join(d, "known_hosts")
     with open(known, "w") as f:

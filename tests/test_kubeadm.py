@@ -228,3 +228,10 @@ def test_non_root_user_through_sudo(sshd, node, sudo_users):
              "--known-hosts", sshd.known_hosts)
     assert r.returncode == 0, r.stderr
     assert node["path"].read_bytes() == open(MANIFEST, "rb").read()
+
+
+def test_proxyjump_through_a_bastion(sshd, node):
+    p = _cli(node, "recover", "--method", "kubeadm", "--ssh", "behind-bastion", "--dry-run", "-o", "json",
+             "--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts, "--manifest-path", str(node["path"]))
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["result"]["steps"][0]["target"] == f"behind-bastion:{node['path']}"
