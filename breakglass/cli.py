@@ -568,7 +568,6 @@ def recover(
 
     def body() -> int:
         from breakglass import recovery  # noqa: PLC0415
-        from breakglass.remedies.driver import RunResult  # noqa: PLC0415
 
         if method is Method.talos:
             return _recover_talos()
@@ -578,28 +577,42 @@ def recover(
         target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
                               etcd_via_ssh, ssh_opts)
         remedy, steps = recovery.plan_etcd(target, list(webhook_config or []), list(kind or []) or None)
-        if dry_run:
+        return _carry_out(remedy, steps, f"Delete {len(steps)} key(s) from etcd?",
+                          {"refs": list(webhook_config or [])}, snapshot_path=snapshot)
+
+    def _wanted() -> list[str]:
+        return _split(plugins) or _plugins_from(diagnosis) or ["ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"]
+
+    def _carry_out(remedy, steps, question: str, meta: dict, wait_hosts=(), snapshot_path=None) -> int:
+        """Show the plan; then (unless --dry-run) confirm, execute, wait, and show the result."""
+        from breakglass import recovery  # noqa: PLC0415
+        from breakglass.remedies.driver import RunResult  # noqa: PLC0415
+
+        skipped = getattr(remedy, "skipped", None)
+        note = f"\nalready disabled on: {', '.join(skipped)}" if skipped else ""
+        if dry_run or not steps:
             res = RunResult(None, remedy.method, True, [s.to_json() for s in steps], "planned")
             _show(output, "RecoverResult", res,
-                  lambda: _render().plan(steps, remedy.method) + "\n\ndry run: nothing was changed")
+                  lambda: _render().plan(steps, remedy.method) + note + "\n\ndry run: nothing was changed"
+                  if dry_run else "nothing to change" + note)
             return 0
         if output is Output.text:
-            print(_render().plan(steps, remedy.method))
-        _confirm(f"Delete {len(steps)} key(s) from etcd?", yes)
-        progress = _progress_bytes if sys.stderr.isatty() and snapshot else None
-        res = recovery.execute(remedy, steps, state_dir, {"refs": list(webhook_config or [])}, snapshot, progress)
+            print(_render().plan(steps, remedy.method) + note)
+        _confirm(question, yes)
+        progress = _progress_bytes if sys.stderr.isatty() and snapshot_path else None
+        res = recovery.execute(remedy, steps, state_dir, meta, snapshot_path, progress)
         if progress:
             print(file=sys.stderr)
+        res.readiness = _wait_ready(list(wait_hosts)) if wait and wait_hosts else []
         _show(output, "RecoverResult", res, lambda: _render().run_result(res))
         return 0
 
     def _recover_talos() -> int:
         from breakglass import recovery  # noqa: PLC0415
-        from breakglass.remedies.driver import RunResult  # noqa: PLC0415
 
         files = list(config_file or [])
         node_list = files or _split(nodes)
-        wanted = _split(plugins) or _plugins_from(diagnosis) or ["ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"]
+        wanted = _wanted()
         store = recovery.talos_store(_talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout),
                                      files=bool(files))
         remedy, steps = recovery.plan_talos(store, node_list, wanted)
@@ -616,20 +629,9 @@ def recover(
             _show(output, "PatchFiles", {"patch": write_patch, "revert": write_patch + ".revert.yaml"},
                   lambda: f"wrote {write_patch} and {write_patch}.revert.yaml (nothing else changed)")
             return 0
-        note = f"\nalready disabled on: {', '.join(remedy.skipped)}" if remedy.skipped else ""
-        if dry_run or not steps:
-            res = RunResult(None, remedy.method, True, [s.to_json() for s in steps], "planned")
-            _show(output, "RecoverResult", res,
-                  lambda: _render().plan(steps, remedy.method) + note + "\n\ndry run: nothing was changed"
-                  if dry_run else "nothing to change" + note)
-            return 0
-        if output is Output.text:
-            print(_render().plan(steps, remedy.method) + note)
-        _confirm(f"Patch {len(steps)} node(s)? Every {', '.join(wanted)} stays off until you revert.", yes)
-        res = recovery.execute(remedy, steps, state_dir, {"nodes": node_list, "plugins": wanted})
-        res.readiness = _wait_ready(apiserver or node_list) if wait and not files else []
-        _show(output, "RecoverResult", res, lambda: _render().run_result(res))
-        return 0
+        return _carry_out(remedy, steps,
+                          f"Patch {len(steps)} node(s)? Every {', '.join(wanted)} stays off until you revert.",
+                          {"nodes": node_list, "plugins": wanted}, [] if files else (apiserver or node_list))
 
     def _wait_ready(hosts: list[str]) -> list:
         from breakglass.access import readyz  # noqa: PLC0415
@@ -642,9 +644,8 @@ def recover(
 
     def _recover_kubeadm() -> int:
         from breakglass import recovery  # noqa: PLC0415
-        from breakglass.remedies.driver import RunResult  # noqa: PLC0415
 
-        wanted = _split(plugins) or _plugins_from(diagnosis) or ["ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"]
+        wanted = _wanted()
         if manifest:
             from breakglass.access.local import LocalNode  # noqa: PLC0415
 
@@ -657,20 +658,9 @@ def recover(
             nodes, path = _ssh_nodes(hosts, opts), manifest_path
         remedy, steps = recovery.plan_kubeadm(nodes, path, wanted, verify_timeout, local=bool(manifest),
                                               backup_dir=node_backup_dir)
-        note = f"\nalready disabled on: {', '.join(remedy.skipped)}" if remedy.skipped else ""
-        if dry_run or not steps:
-            res = RunResult(None, remedy.method, True, [s.to_json() for s in steps], "planned")
-            _show(output, "RecoverResult", res,
-                  lambda: _render().plan(steps, remedy.method) + note + "\n\ndry run: nothing was changed"
-                  if dry_run else "nothing to change" + note)
-            return 0
-        if output is Output.text:
-            print(_render().plan(steps, remedy.method) + note)
-        _confirm(f"Edit {len(steps)} manifest(s)? Every {', '.join(wanted)} stays off until you revert.", yes)
-        res = recovery.execute(remedy, steps, state_dir, {"hosts": hosts or ["localhost"], "plugins": wanted})
-        res.readiness = _wait_ready(apiserver or hosts) if wait and (apiserver or hosts) else []
-        _show(output, "RecoverResult", res, lambda: _render().run_result(res))
-        return 0
+        return _carry_out(remedy, steps,
+                          f"Edit {len(steps)} manifest(s)? Every {', '.join(wanted)} stays off until you revert.",
+                          {"hosts": hosts or ["localhost"], "plugins": wanted}, apiserver or hosts)
 
     _run(output, verbose, body)
 
