@@ -453,9 +453,16 @@ def _progress_bytes(done: int, total: int) -> None:
 
 
 class Method(str, enum.Enum):
-    etcd = "etcd"
+    kubeapi = "kubeapi"
     talos = "talos"
     kubeadm = "kubeadm"
+    etcd = "etcd"
+
+
+class Action(str, enum.Enum):
+    ignore = "ignore"
+    exclude = "exclude"
+    delete = "delete"
 
 
 def _talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout):
@@ -531,10 +538,19 @@ def recover(
     ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
     ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
     known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
+    action: Annotated[Action, typer.Option(
+        help="kubeapi: ignore (failurePolicy Ignore), exclude (add the audit's matchConditions) or delete.")]
+    = Action.ignore,
+    webhook: Annotated[Optional[List[str]], typer.Option(
+        help="kubeapi: only these webhooks of the configuration (default: all).", show_default=False)] = None,
+    kubeconfig: KubeconfigOpt = None, context: ContextOpt = None,
     state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
     """Get the control plane past its admission webhooks, reversibly.
+
+    --method kubeapi, while any apiserver answers, changes the least through it:
+    --action ignore | exclude | delete, with the resourceVersion read as a precondition.
 
     --method talos adds disable-admission-plugins to kube-apiserver's extraArgs in the
     machine config of every control-plane node (-n), in the place the config's era uses,
@@ -573,6 +589,15 @@ def recover(
             return _recover_talos()
         if method is Method.kubeadm:
             return _recover_kubeadm()
+        if method is Method.kubeapi:
+            remedy, steps = recovery.plan_kubeapi(kubeconfig, context, list(webhook_config or []),
+                                                  list(kind or []) or None, action.value, _split(webhook),
+                                                  timeout or 10.0)
+            for note in remedy.notes:
+                print(f"note: {note}", file=sys.stderr)
+            return _carry_out(remedy, steps, f"Apply {len(steps)} change(s) through the API?",
+                              {"refs": list(webhook_config or []), "action": action.value},
+                              ready=(lambda: [remedy.api.readyz()]) if wait else None)
         ssh_opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
         target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
                               etcd_via_ssh, ssh_opts)
@@ -583,7 +608,7 @@ def recover(
     def _wanted() -> list[str]:
         return _split(plugins) or _plugins_from(diagnosis) or ["ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"]
 
-    def _carry_out(remedy, steps, question: str, meta: dict, wait_hosts=(), snapshot_path=None) -> int:
+    def _carry_out(remedy, steps, question: str, meta: dict, wait_hosts=(), snapshot_path=None, ready=None) -> int:
         """Show the plan; then (unless --dry-run) confirm, execute, wait, and show the result."""
         from breakglass import recovery  # noqa: PLC0415
         from breakglass.remedies.driver import RunResult  # noqa: PLC0415
@@ -603,7 +628,7 @@ def recover(
         res = recovery.execute(remedy, steps, state_dir, meta, snapshot_path, progress)
         if progress:
             print(file=sys.stderr)
-        res.readiness = _wait_ready(list(wait_hosts)) if wait and wait_hosts else []
+        res.readiness = ready() if ready else (_wait_ready(list(wait_hosts)) if wait and wait_hosts else [])
         _show(output, "RecoverResult", res, lambda: _render().run_result(res))
         return 0
 
@@ -678,6 +703,7 @@ def revert(
     ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
     ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
     known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
+    kubeconfig: KubeconfigOpt = None, context: ContextOpt = None,
     state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
@@ -708,14 +734,15 @@ def revert(
             talos = _talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout)
         if not dry_run:
             preview = recovery.revert_run(run, state_dir, target, force=force, dry_run=True, talos=talos,
-                                          ssh=ssh_opts)
+                                          ssh=ssh_opts, kube=(kubeconfig, context))
             if preview.status == "nothing-to-do":
                 _show(output, "RevertResult", preview, lambda: _render().revert_result(preview))
                 return 0
             if output is Output.text:
                 print(_render().revert_result(preview))
             _confirm(f"Revert run {preview.run}?", yes)
-        res = recovery.revert_run(run, state_dir, target, force=force, dry_run=dry_run, talos=talos, ssh=ssh_opts)
+        res = recovery.revert_run(run, state_dir, target, force=force, dry_run=dry_run, talos=talos, ssh=ssh_opts,
+                                  kube=(kubeconfig, context))
         _show(output, "RevertResult", res, lambda: _render().revert_result(res))
         return 0
 
@@ -877,8 +904,8 @@ def etcd_restore(
     revert(run=run, force=force, etcd_endpoints=etcd_endpoints, etcd_cacert=etcd_cacert, etcd_cert=etcd_cert,
            etcd_key=etcd_key, timeout=timeout, talosconfig=None, talos_context=None, talos_endpoints=None,
            talosctl="talosctl", ssh_user=None, ssh_key=None, ssh_port=None, ssh_accept_new=False,
-           ssh_config="~/.ssh/config", known_hosts="~/.ssh/known_hosts", state_dir=state_dir, dry_run=dry_run,
-           yes=yes, output=output, verbose=verbose)
+           ssh_config="~/.ssh/config", known_hosts="~/.ssh/known_hosts", kubeconfig=None, context=None,
+           state_dir=state_dir, dry_run=dry_run, yes=yes, output=output, verbose=verbose)
 
 
 @app.command()

@@ -83,13 +83,34 @@ def plan_kubeadm(nodes: dict, manifest: str, plugins: list[str], verify_timeout:
     return remedy, remedy.plan()
 
 
+def plan_kubeapi(kubeconfig: str | None, context: str | None, refs: list[str], kinds: list[str] | None,
+                 action: str, webhooks: list[str], timeout: float = 10.0):
+    from breakglass.access import kubeapi  # noqa: PLC0415
+    from breakglass.remedies.kubeapi_patch import KubeapiPatch  # noqa: PLC0415
+    from breakglass.remedies.etcd_delete import kind_of  # noqa: PLC0415
+
+    api = kubeapi.connect(kubeconfig, context, timeout)
+    remedy = KubeapiPatch(api, refs, [kind_of(k) for k in kinds] if kinds else None, action, webhooks,
+                          kubeconfig, context)
+    return remedy, remedy.plan()
+
+
 def talos_store(talos=None, files: bool = False):
     from breakglass.remedies.talos_flags import FileStore, TalosctlStore  # noqa: PLC0415
 
     return FileStore() if files else TalosctlStore(talos)
 
 
-def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=None):
+def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=None, kube=None):
+    if state.method == "kubeapi":
+        from breakglass.access import kubeapi  # noqa: PLC0415
+        from breakglass.remedies.kubeapi_patch import KubeapiPatch  # noqa: PLC0415
+
+        t = state.target
+        kubeconfig, context = (kube or (None, None))
+        kubeconfig, context = kubeconfig or t.get("kubeconfig"), context or t.get("context")
+        return KubeapiPatch(kubeapi.connect(kubeconfig, context), action=t.get("action", "ignore"),
+                            kubeconfig=kubeconfig, context=context)
     if state.method == "kubeadm":
         from breakglass.remedies.kubeadm_flags import KubeadmFlags  # noqa: PLC0415
 
@@ -134,12 +155,12 @@ def latest_unreverted(state: str | None) -> Run:
 
 
 def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, force: bool = False,
-               dry_run: bool = False, talos=None, ssh=None) -> driver.RevertResult:
+               dry_run: bool = False, talos=None, ssh=None, kube=None) -> driver.RevertResult:
     run = Run.open(ref, state) if ref else latest_unreverted(state)
     st = driver.replay(run)
     if not any(s.backup for s in st.steps):  # stopped before anything was backed up, so before any change
         return driver.RevertResult(run.id, dry_run, [], "nothing-to-do")
-    remedy = remedy_for(st, etcd, talos, ssh)
+    remedy = remedy_for(st, etcd, talos, ssh, kube)
     try:
         return driver.revert(remedy, run, force=force, dry_run=dry_run)
     finally:

@@ -19,6 +19,12 @@ from breakglass.errors import BadInput, Unreachable
 
 PAGE = 500
 
+# gRPC's C core logs TLS failures to stderr itself ("Handshake failed…", "Corruption detected");
+# breakglass reports them in one line. It reads this once, when grpc is first imported, which only
+# this module does.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
 
 @dataclass(frozen=True)
 class EtcdSettings:
@@ -103,8 +109,6 @@ class Etcd:
     def _connect(self):
         if self._client is not None:
             return self._client
-        # gRPC's C core logs TLS failures to stderr itself; breakglass reports them in one line.
-        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
         try:
             import pyetcd  # noqa: PLC0415 - pulls in grpc, which has native code
         except ImportError as e:  # the offline bundle may lack the native gRPC module

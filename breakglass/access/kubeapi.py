@@ -42,17 +42,72 @@ class Api:
 
 
     def _raw_get(self, path: str) -> tuple[int, bytes]:
+        return self._raw("GET", path)
+
+    def _raw(self, method: str, path: str, body=None, content_type: str = "application/json") -> tuple[int, bytes]:
+        """``body`` is a JSON-able object (the client serialises it; a JSON patch must be a list)."""
+        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
         headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
         c = self.client
-        if hasattr(c, "param_serialize"):  # clients generated since v32
-            method, url, hdrs, _, _ = c.param_serialize("GET", path, header_params=headers,
-                                                        auth_settings=["BearerToken"])
-            resp = c.call_api(method, url, header_params=hdrs, _request_timeout=self.timeout)
-            resp.read()
+        try:
+            if hasattr(c, "param_serialize"):  # clients generated since v32
+                m, url, hdrs, _, _ = c.param_serialize(method, path, header_params=headers,
+                                                       auth_settings=["BearerToken"])
+                resp = c.call_api(m, url, header_params=hdrs, body=body, _request_timeout=self.timeout)
+                resp.read()
+                return resp.status, resp.data
+            resp = c.call_api(path, method, header_params=headers, body=body, auth_settings=["BearerToken"],
+                              _preload_content=False, _request_timeout=self.timeout, _return_http_data_only=True)
             return resp.status, resp.data
-        resp = c.call_api(path, "GET", header_params=headers, auth_settings=["BearerToken"],
-                          _preload_content=False, _request_timeout=self.timeout, _return_http_data_only=True)
-        return resp.status, resp.data
+        except ApiException as e:
+            data = e.body if isinstance(e.body, bytes) else str(e.body or "").encode()
+            return int(e.status or 0), data
+
+    def request(self, method: str, path: str, obj=None, content_type: str = "application/json",
+                query: str = "") -> tuple[int, dict]:
+        """A JSON request; 401/403 and transport failures raise Unreachable, other statuses are returned."""
+        import json  # noqa: PLC0415
+
+        import urllib3  # noqa: PLC0415
+
+        try:
+            status, data = self._raw(method, path + (f"?{query}" if query else ""), obj, content_type)
+        except urllib3.exceptions.MaxRetryError as e:
+            raise Unreachable(f"apiserver {self.host}: {_reason(e.reason)}") from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise Unreachable(f"apiserver {self.host}: {_reason(e)}") from None
+        try:
+            doc = json.loads(data) if data else {}
+        except ValueError:
+            doc = {"message": data[:200].decode("utf-8", "replace")}
+        if status in (401, 403):
+            msg = doc.get("message") if isinstance(doc, dict) else ""
+            raise Unreachable(f"apiserver {self.host}: {status} {'Unauthorized' if status == 401 else 'Forbidden'} "
+                              f"for {method} {path}" + (f": {msg}" if msg else ""),
+                              hint="check the kubeconfig context's credentials and RBAC")
+        return status, doc if isinstance(doc, dict) else {}
+
+
+    def readyz(self):
+        """/readyz?verbose through the kubeconfig's credentials, parsed like every other readiness probe."""
+        from breakglass.access import readyz  # noqa: PLC0415
+
+        import urllib3  # noqa: PLC0415
+
+        url = self.host + "/readyz?verbose"
+        try:
+            status, data = self._raw("GET", "/readyz?verbose")
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            return readyz.Readiness(url, False, False, None, [], f"not answering ({_reason(e)})")
+        failing = readyz.parse(data.decode("utf-8", "replace"))[1]
+        if status == 200:
+            return readyz.Readiness(url, True, True, status, failing, "ready")
+        if status in (401, 403):
+            return readyz.Readiness(url, True, None, status, [], "serving; readiness not visible to these credentials")
+        return readyz.Readiness(url, True, False, status, failing, "not ready: " + (", ".join(failing) or str(status)))
 
 
 def _reason(e: object) -> str:
@@ -76,7 +131,8 @@ def connect(kubeconfig: str | None, context: str | None, timeout: float = 10.0) 
         config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg,
                                 persist_config=False)
     except ConfigException as e:
-        raise BadInput(f"kubeconfig: {str(e).splitlines()[0]}") from None
+        # a context or cluster that is not in the kubeconfig: the target cannot be reached as asked
+        raise Unreachable(f"kubeconfig: {str(e).splitlines()[0]}") from None
     except OSError as e:
         raise BadInput(f"kubeconfig {kubeconfig or '(default)'}: {e.strerror or e}") from None
     except Exception as e:  # noqa: BLE001 - exec plugins and broken YAML raise many types

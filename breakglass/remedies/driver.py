@@ -44,8 +44,8 @@ def apply(remedy: Remedy, steps: list[Step], run: Run, hook: Hook | None = None)
             run.append("backed-up", step=step.id, backup=info)
             hook("backed-up", step)
             run.append("applying", step=step.id)
-            remedy.apply(step, info)
-            run.append("applied", step=step.id)
+            result = remedy.apply(step, info)
+            run.append("applied", step=step.id, result=result or {})
             hook("applied", step)
             detail = remedy.verify(step)
             run.append("verified", step=step.id, detail=detail)
@@ -102,6 +102,8 @@ def replay(run: Run) -> RunState:
             st.last = ev
             if ev == "backed-up":
                 st.backup = e.get("backup")
+            elif ev == "applied" and e.get("result") and st.backup is not None:
+                st.backup = {**st.backup, **e["result"]}  # what apply learned (e.g. the new resourceVersion)
             status = "applying"
         elif ev == "reverting" and e.get("step") in steps:
             steps[e["step"]].reverts.append("reverting")
