@@ -5,7 +5,6 @@ Commands parse options, call one core function, and hand its result object to
 one place, ``_run``. Core modules are imported inside commands so ``--help`` stays fast.
 """
 
-from __future__ import annotations
 
 import enum
 import os

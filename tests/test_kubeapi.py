@@ -187,3 +187,18 @@ def test_readiness_is_read_through_the_api_after_the_change(api):
     assert p.returncode == 0, p.stderr
     [state] = json.loads(p.stdout)["result"]["readiness"]
     assert state["ready"] is False and state["failing"] == ["poststarthook/start-kubernetes-service-cidr-controller"]
+
+
+def test_mutating_configuration(api):
+    mutating = json.loads(json.dumps(KYVERNO))
+    mutating["kind"] = "MutatingWebhookConfiguration"
+    mutating["metadata"]["name"] = "istio-sidecar-injector"
+    c = es.raw_client(api.etcd_srv)
+    c.put(sources.etcd_key("mutating", "istio-sidecar-injector"), codec.encode_value(mutating))
+    c.close()
+    p = _cli(api, "recover", "--method", "kubeapi", "-w", "mutating/istio-sidecar-injector", "--yes", "--no-wait")
+    assert p.returncode == 0, p.stderr
+    assert _etcd_obj(api, "mutating", "istio-sidecar-injector")["webhooks"][0]["failurePolicy"] == "Ignore"
+    _ready_endpoints(api)
+    assert _cli(api, "revert", "--yes").returncode == 0
+    assert _etcd_obj(api, "mutating", "istio-sidecar-injector")["webhooks"] == mutating["webhooks"]
