@@ -1,0 +1,198 @@
+"""A local rehearsal environment: a real etcd seeded as kube-apiserver would, plus the files of
+the Talos/Kyverno story, so every recovery can be rehearsed before the night it is needed.
+
+``up`` starts Debian's etcd on a free loopback port (in the background, its own session),
+writes the Kyverno configuration of the story and innocent ones byte for byte as
+kube-apiserver stores them, and copies example apiserver logs, a Talos machine config and a
+kubeadm manifest next to it. ``down`` stops it and removes the directory; ``status`` shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+
+from breakglass import journal
+from breakglass.errors import BadInput, Unreachable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+KYVERNO = {
+    "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+    "metadata": {"name": "kyverno-resource-validating-webhook-cfg", "uid": "5c3f1e0a-7b43-4c1e-9f0e-2b1d7f7a1c11",
+                 "creationTimestamp": "2026-02-20T10:00:00Z",
+                 "labels": {"webhook.kyverno.io/managed-by": "kyverno"}},
+    "webhooks": [{"name": "validate.kyverno.svc-fail",
+                  "clientConfig": {"service": {"namespace": "kyverno", "name": "kyverno-svc",
+                                               "path": "/validate/fail", "port": 443}},
+                  "rules": [{"operations": ["CREATE", "UPDATE", "DELETE", "CONNECT"], "apiGroups": ["*"],
+                             "apiVersions": ["*"], "resources": ["*/*"], "scope": "*"}],
+                  "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10,
+                  "admissionReviewVersions": ["v1"], "matchPolicy": "Equivalent",
+                  "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+                                                              "operator": "NotIn", "values": ["kyverno"]}]}}],
+}
+INNOCENT = [
+    {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+     "metadata": {"name": "cert-manager-webhook", "uid": "0b7e2c1d-51a4-4f0e-8d7c-3e9a1b2c4d5e",
+                  "creationTimestamp": "2026-01-05T09:00:00Z"},
+     "webhooks": [{"name": "webhook.cert-manager.io",
+                   "clientConfig": {"service": {"namespace": "cert-manager", "name": "cert-manager-webhook",
+                                                "path": "/validate"}},
+                   "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["cert-manager.io"],
+                              "apiVersions": ["v1"], "resources": ["*/*"]}],
+                   "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 10,
+                   "admissionReviewVersions": ["v1"]}]},
+    {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+     "metadata": {"name": "istio-sidecar-injector", "uid": "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d",
+                  "creationTimestamp": "2026-01-05T09:00:00Z"},
+     "webhooks": [{"name": "namespace.sidecar-injector.istio.io",
+                   "clientConfig": {"service": {"namespace": "istio-system", "name": "istiod", "path": "/inject"}},
+                   "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                              "resources": ["pods"]}],
+                   "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 10,
+                   "namespaceSelector": {"matchLabels": {"istio-injection": "enabled"}},
+                   "admissionReviewVersions": ["v1"]}]},
+]
+
+
+@dataclass
+class Sandbox:
+    dir: str
+    endpoint: str
+    pid: int
+    files: dict
+
+    def flags(self) -> str:
+        return f"--etcd-endpoints {self.endpoint}"
+
+
+def default_dir(state: str | None = None) -> str:
+    return os.path.join(journal.state_dir(state), "sandbox")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+def load(directory: str) -> Sandbox | None:
+    try:
+        with open(os.path.join(directory, "sandbox.json"), encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return Sandbox(directory, d["endpoint"], d["pid"], d["files"])
+
+
+def status(directory: str) -> dict:
+    sb = load(directory)
+    if sb is None:
+        return {"running": False, "dir": directory}
+    return {"running": _alive(sb.pid), "dir": directory, "endpoint": sb.endpoint, "pid": sb.pid, "files": sb.files,
+            "flags": sb.flags()}
+
+
+def up(directory: str, etcd_binary: str | None = None) -> Sandbox:
+    existing = load(directory)
+    if existing and _alive(existing.pid):
+        return existing
+    binary = etcd_binary or shutil.which("etcd") or "/usr/bin/etcd"
+    if not os.path.exists(binary):
+        raise BadInput("etcd is not installed (Debian: apt-get install etcd-server; `make demo` installs it)")
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory, mode=0o700)
+    cport, pport = _free_port(), _free_port()
+    endpoint = f"http://127.0.0.1:{cport}"
+    log = open(os.path.join(directory, "etcd.log"), "ab")
+    proc = subprocess.Popen(
+        [binary, "--name", "sandbox", "--data-dir", os.path.join(directory, "etcd-data"),
+         "--listen-client-urls", endpoint, "--advertise-client-urls", endpoint,
+         "--listen-peer-urls", f"http://127.0.0.1:{pport}", "--initial-advertise-peer-urls",
+         f"http://127.0.0.1:{pport}", "--initial-cluster", f"sandbox=http://127.0.0.1:{pport}",
+         "--log-level", "error"],
+        stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise Unreachable(f"sandbox etcd exited; see {directory}/etcd.log")
+        try:
+            with socket.create_connection(("127.0.0.1", cport), timeout=0.3):
+                break
+        except OSError:
+            time.sleep(0.1)
+    files = _files(directory)
+    sb = Sandbox(directory, endpoint, proc.pid, files)
+    with open(os.path.join(directory, "sandbox.json"), "w", encoding="utf-8") as f:
+        json.dump({"endpoint": endpoint, "pid": proc.pid, "files": files}, f, indent=2)
+    _seed(sb)
+    return sb
+
+
+def _seed(sb: Sandbox) -> None:
+    from breakglass.access.etcd import Etcd, EtcdSettings  # noqa: PLC0415
+    from breakglass.webhooks import codec, sources  # noqa: PLC0415
+
+    etcd = Etcd(EtcdSettings(endpoints=(sb.endpoint,)), tuple(sources.etcd_prefixes().values()))
+    kinds = {"ValidatingWebhookConfiguration": "validating", "MutatingWebhookConfiguration": "mutating"}
+    deadline = time.monotonic() + 15
+    try:
+        for obj in [KYVERNO, *INNOCENT]:
+            key = sources.etcd_key(kinds[obj["kind"]], obj["metadata"]["name"])
+            while True:
+                try:
+                    etcd.put_if_absent(key, codec.encode_value(obj))
+                    break
+                except Unreachable:  # etcd answers TCP a moment before it serves
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+    finally:
+        etcd.close()
+
+
+def _files(directory: str) -> dict:
+    root = os.path.dirname(HERE)
+    src = {
+        "apiserver_log": os.path.join(root, "examples", "logs", "talos-servicecidr-kyverno.log"),
+        "talos_config": os.path.join(root, "examples", "sandbox", "talos-controlplane.yaml"),
+        "kubeadm_manifest": os.path.join(root, "examples", "sandbox", "kube-apiserver.yaml"),
+    }
+    out = {}
+    for name, path in src.items():
+        if os.path.exists(path):
+            dst = os.path.join(directory, os.path.basename(path))
+            shutil.copy(path, dst)
+            out[name] = dst
+    return out
+
+
+def down(directory: str) -> bool:
+    sb = load(directory)
+    was = False
+    if sb is not None and _alive(sb.pid):
+        was = True
+        os.killpg(sb.pid, signal.SIGTERM)
+        for _ in range(100):
+            if not _alive(sb.pid):
+                break
+            time.sleep(0.05)
+        else:
+            os.killpg(sb.pid, signal.SIGKILL)
+    shutil.rmtree(directory, ignore_errors=True)
+    return was
