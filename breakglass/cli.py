@@ -47,6 +47,9 @@ class Engine(str, enum.Enum):
 
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="text for people, json for scripts.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Full evidence lines; tracebacks on bugs.")]
+StateDirOpt = Annotated[Optional[str], typer.Option(
+    help="Where runs are kept (default: $BREAKGLASS_STATE_DIR, else $XDG_STATE_HOME/breakglass).",
+    show_default=False)]
 TalosconfigOpt = Annotated[Optional[str], typer.Option(
     help="talosconfig file (default: $TALOSCONFIG, then talosctl's own defaults).", show_default=False)]
 TalosContextOpt = Annotated[Optional[str], typer.Option("--talos-context", help="talosconfig context.",
@@ -143,10 +146,36 @@ def _print_json(kind: str, result: Any, code: int, warnings: list[str]) -> None:
 
 @app.callback()
 def _root(ctx: typer.Context) -> None:
-    # The wizard (a later issue) takes this place on a terminal; until then, plain help and exit 0.
+    # On a terminal, `breakglass` alone is the wizard; elsewhere (scripts, pipes) it is help.
     if ctx.invoked_subcommand is None:
+        if sys.stdin is not None and sys.stdin.isatty() and sys.stdout.isatty():
+            wizard(state_dir=None, output=Output.text, verbose=False)
         print(ctx.get_help())
         raise typer.Exit(0)
+
+
+@app.command()
+def wizard(state_dir: StateDirOpt = None, output: OutputOpt = Output.text, verbose: VerboseOpt = False) -> None:
+    """Walk through diagnosis, the ways out, the change, and its revert, asking at each step.
+
+    Needs a terminal; scripts use `recover` and `revert` with --yes instead.
+
+    Examples:
+
+      breakglass wizard
+
+      breakglass sandbox up && breakglass wizard      # rehearse on the sandbox
+    """
+
+    def body() -> int:
+        if sys.stdin is None or not sys.stdin.isatty():
+            raise BadInput("the wizard needs a terminal", hint="use `breakglass recover ... --yes` in scripts")
+        from breakglass import wizard as _wizard  # noqa: PLC0415
+        from breakglass.prompts import QuestionaryPrompter  # noqa: PLC0415
+
+        return _wizard.run(QuestionaryPrompter(), state_dir)
+
+    _run(output, verbose, body)
 
 
 @app.command()
@@ -368,9 +397,6 @@ def audit(
     _run(output, verbose, body)
 
 
-StateDirOpt = Annotated[Optional[str], typer.Option(
-    help="Where runs are kept (default: $BREAKGLASS_STATE_DIR, else $XDG_STATE_HOME/breakglass).",
-    show_default=False)]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show exactly what would change; change nothing.")]
 

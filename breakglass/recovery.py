@@ -212,9 +212,12 @@ def report(run: Run) -> str:
         if s.reverts:
             lines.append(f"- revert: {', '.join(s.reverts)}")
         lines.append("")
+    fixes = [e.get("text", "") for e in run.events() if e.get("event") == "permanent-fix"]
+    if fixes:
+        lines += ["## Permanent fix", "", "```", fixes[-1], "```", ""]
     lines += ["## Timeline", ""]
     for e in run.events():
-        extra = {k: v for k, v in e.items() if k not in ("ts", "event", "steps", "backup", "target")}
+        extra = {k: v for k, v in e.items() if k not in ("ts", "event", "steps", "backup", "target", "text")}
         lines.append(f"- {e.get('ts')} {e.get('event')} {extra if extra else ''}".rstrip())
     lines += ["", "To undo: `breakglass revert " + run.id + "` (works from a copy of this directory too: "
               "`breakglass revert /path/to/" + run.id + "`)."]

@@ -1,0 +1,130 @@
+"""What can be done, given what is reachable: probes in parallel, then ordered options.
+
+Order (design card): through the apiserver while it serves; else the admission-plugin flag on the
+nodes (Talos or kubeadm); then the etcd deletion. Each option says what it costs; an option whose
+access is missing is kept, marked unavailable with the reason, so the engineer sees the whole map.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from breakglass.errors import BreakglassError
+
+
+@dataclass
+class Access:
+    kubeconfig: str | None = None
+    context: str | None = None
+    talos: object | None = None  # access.talos.Talos
+    talos_nodes: list[str] = field(default_factory=list)
+    ssh_nodes: dict = field(default_factory=dict)  # host -> access.ssh.Node
+    etcd: object | None = None  # recovery.EtcdTarget
+    wants_kubeconfig: bool = False
+
+
+@dataclass
+class Probe:
+    name: str  # apiserver | talos | ssh | etcd
+    reachable: bool
+    detail: str
+
+
+@dataclass
+class Option:
+    method: str
+    available: bool
+    summary: str
+    tradeoff: str
+    reason: str = ""  # why it is unavailable
+
+
+TRADEOFFS = {
+    "kubeapi": ("Patch or delete the configuration through the apiserver.",
+                "Least invasive, audited, no restart; an operator may recreate the configuration."),
+    "talos": ("Disable the webhook admission plugins in every control-plane node's machine config.",
+              "Switches off every webhook cluster-wide until reverted: a security gap."),
+    "kubeadm": ("Disable the webhook admission plugins in every node's kube-apiserver manifest.",
+                "Switches off every webhook cluster-wide until reverted: a security gap."),
+    "etcd": ("Delete the configuration's key from etcd after a verified backup.",
+             "Surgical, but bypasses the apiserver and its audit log."),
+}
+
+
+def _probe_apiserver(a: Access, timeout: float) -> Probe:
+    from breakglass.access import kubeapi  # noqa: PLC0415
+
+    try:
+        api = kubeapi.connect(a.kubeconfig, a.context, timeout)
+        r = api.readyz()
+    except BreakglassError as e:
+        return Probe("apiserver", False, str(e))
+    if r.reachable:
+        return Probe("apiserver", True, f"{api.host} answers ({r.detail})")
+    return Probe("apiserver", False, f"{api.host}: {r.detail}")
+
+
+def _probe_talos(a: Access, timeout: float) -> Probe:
+    try:
+        a.talos.timeout = timeout
+        a.talos.machine_config(a.talos_nodes[0])
+        return Probe("talos", True, f"talosctl reaches {a.talos_nodes[0]}")
+    except BreakglassError as e:
+        return Probe("talos", False, str(e))
+
+
+def _probe_ssh(a: Access, timeout: float) -> Probe:
+    host, node = next(iter(a.ssh_nodes.items()))
+    try:
+        node.options.timeout = timeout
+        node.connect()
+        return Probe("ssh", True, f"ssh reaches {host}")
+    except BreakglassError as e:
+        return Probe("ssh", False, str(e))
+
+
+def _probe_etcd(a: Access, timeout: float) -> Probe:
+    from breakglass.webhooks import sources  # noqa: PLC0415
+
+    etcd = a.etcd.connect()
+    try:
+        etcd.get(sources.etcd_key("validating", "breakglass-probe"))
+        return Probe("etcd", True, f"etcd answers at {','.join(etcd.settings.endpoints)}")
+    except BreakglassError as e:
+        return Probe("etcd", False, str(e))
+    finally:
+        etcd.close()
+
+
+def probe(a: Access, timeout: float = 3.0) -> dict[str, Probe]:
+    jobs = {}
+    if a.kubeconfig or a.wants_kubeconfig:
+        jobs["apiserver"] = _probe_apiserver
+    if a.talos is not None and a.talos_nodes:
+        jobs["talos"] = _probe_talos
+    if a.ssh_nodes:
+        jobs["ssh"] = _probe_ssh
+    if a.etcd is not None:
+        jobs["etcd"] = _probe_etcd
+    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
+        futures = {name: pool.submit(fn, a, timeout) for name, fn in jobs.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def options(probes: dict[str, Probe], have_targets: bool = True) -> list[Option]:
+    """The ways out, in order, each available or not with the reason."""
+    needs = {"kubeapi": "apiserver", "talos": "talos", "kubeadm": "ssh", "etcd": "etcd"}
+    out = []
+    for method in ("kubeapi", "talos", "kubeadm", "etcd"):
+        p = probes.get(needs[method])
+        summary, tradeoff = TRADEOFFS[method]
+        if p is None:
+            out.append(Option(method, False, summary, tradeoff, f"no {needs[method]} access given"))
+        elif not p.reachable:
+            out.append(Option(method, False, summary, tradeoff, p.detail))
+        elif method in ("kubeapi", "etcd") and not have_targets:
+            out.append(Option(method, False, summary, tradeoff, "no configuration named (diagnose logs first)"))
+        else:
+            out.append(Option(method, True, summary, tradeoff))
+    return out

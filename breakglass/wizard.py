@@ -1,0 +1,164 @@
+"""The on-call wizard: from "it's down" to "it's back and reverted", one question at a time.
+
+A thin layer, like the CLI: it asks through the prompts interface and drives the same core
+(diagnose, planner, recovery). Every change is previewed as its exact diff and confirmed by
+typing the name of what will be deleted or disabled.
+"""
+
+from __future__ import annotations
+
+import os
+
+from breakglass import planner, recovery, render, sandbox
+from breakglass.errors import BadInput, Interrupted
+from breakglass.prompts import Choice, Prompter
+
+WEBHOOK_PLUGINS = ["ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"]
+
+
+def run(p: Prompter, state: str | None = None, timeout: float = 3.0) -> int:
+    try:
+        return _flow(p, state, timeout)
+    except KeyboardInterrupt:
+        raise Interrupted("wizard interrupted", hint="`breakglass runs` shows any change made; "
+                                                    "`breakglass revert` undoes it; `breakglass` starts again") from None
+
+
+def _flow(p: Prompter, state: str | None, timeout: float) -> int:
+    p.say("breakglass: let's get the control plane past its admission webhooks. Nothing changes without your "
+          "typed confirmation.")
+    sb = sandbox.load(sandbox.default_dir(state))
+    # 1. what is wrong
+    default_log = sb.files.get("apiserver_log", "") if sb else ""
+    logs = p.text("kube-apiserver logs to diagnose (file, directory, .gz; empty to skip):", default_log).strip()
+    diag = None
+    targets: list[dict] = []
+    plugins = list(WEBHOOK_PLUGINS)
+    if logs:
+        from breakglass.diagnose.engine import diagnose_paths  # noqa: PLC0415
+
+        diag, _ = diagnose_paths([os.path.expanduser(logs)])
+        p.say(diag.verdict.headline)
+        p.say(diag.verdict.explanation)
+        for f in diag.findings[:5]:
+            p.say(f"  [{f.id}] {f.severity.upper()} {f.title}")
+        for r in diag.remedies:
+            if r.method == "etcd":
+                targets = [t for t in r.targets if t.get("configuration")]
+            if r.method == "talos" and r.plugins:
+                plugins = list(r.plugins)
+    # 2. how to reach the cluster
+    access, method_hint = _access(p, state, timeout)
+    probes = planner.probe(access, timeout)
+    for pr in probes.values():
+        p.say(f"  {pr.name}: {'reachable' if pr.reachable else 'NOT reachable'}: {pr.detail}")
+    opts = planner.options(probes, have_targets=bool(targets) or method_hint == "ask")
+    method = p.select("Which way out? (least invasive first)",
+                      [Choice(o.method, f"{o.method}: {o.summary} Cost: {o.tradeoff}",
+                              None if o.available else o.reason) for o in opts])
+    # 3. the exact change
+    remedy, steps, confirm_word = _plan(p, method, access, targets, plugins)
+    if not steps:
+        p.say("Nothing to change.")
+        return 0
+    p.say(render.plan(steps, remedy.method))
+    typed = p.text(f"Type {confirm_word} to apply this change:").strip()
+    if typed != confirm_word:
+        raise Interrupted("the confirmation did not match; nothing was changed")
+    res = recovery.execute(remedy, steps, state, {"wizard": True, "method": method})
+    run_dir = recovery.journal.Run.open(res.run, state).path
+    p.say(render.run_result(res))
+    # 4. the lasting fix, recorded for the postmortem
+    fix = _permanent_fix(method, access, targets)
+    if fix:
+        p.say(fix)
+        recovery.journal.Run(run_dir).append("permanent-fix", text=fix)
+    # 5. revert
+    if p.confirm("Revert the temporary change now? Only once the webhook's backend is healthy.", False):
+        rr = recovery.revert_run(res.run, state, access.etcd, talos=access.talos,
+                                 kube=(access.kubeconfig, access.context))
+        p.say(render.revert_result(rr))
+    else:
+        p.say(f"When the webhook is healthy: breakglass revert {res.run}")
+    recovery.journal.Run(run_dir).write_file("report.md", recovery.report(recovery.journal.Run(run_dir)))
+    p.say(f"Report for the postmortem: {run_dir}/report.md")
+    return 0
+
+
+def _access(p: Prompter, state: str | None, timeout: float) -> tuple[planner.Access, str]:
+    from breakglass.access.etcd import EtcdSettings  # noqa: PLC0415
+
+    how = p.select("How can you reach the cluster?", [
+        Choice("sandbox", "the rehearsal sandbox (starts it if needed)"),
+        Choice("etcd", "etcd endpoints (on a control-plane node: https://127.0.0.1:2379)"),
+        Choice("kubeconfig", "kubeconfig: an apiserver still answers"),
+        Choice("talos", "Talos nodes, through talosctl"),
+        Choice("ssh", "SSH to kubeadm control-plane nodes"),
+    ])
+    a = planner.Access()
+    if how == "sandbox":
+        sb = sandbox.up(sandbox.default_dir(state))
+        a.etcd = recovery.EtcdTarget(EtcdSettings(endpoints=(sb.endpoint,), timeout=timeout))
+    elif how == "etcd":
+        eps = p.text("etcd endpoints:", os.environ.get("ETCDCTL_ENDPOINTS", "https://127.0.0.1:2379"))
+        ca = p.text("etcd CA file (empty for none):", os.environ.get("ETCDCTL_CACERT", ""))
+        cert = p.text("etcd client certificate (empty for none):", os.environ.get("ETCDCTL_CERT", ""))
+        key = p.text("etcd client key (empty for none):", os.environ.get("ETCDCTL_KEY", ""))
+        a.etcd = recovery.EtcdTarget(EtcdSettings.resolve(eps, ca or None, cert or None, key or None, timeout))
+    elif how == "kubeconfig":
+        a.kubeconfig = p.text("kubeconfig:", os.environ.get("KUBECONFIG", "~/.kube/config")) or None
+        a.kubeconfig = os.path.expanduser(a.kubeconfig) if a.kubeconfig else None
+        a.context = p.text("context (empty for the current one):", "") or None
+        a.wants_kubeconfig = True
+    elif how == "talos":
+        from breakglass.access.talos import Talos  # noqa: PLC0415
+
+        nodes = p.text("control-plane nodes (comma-separated):", "")
+        a.talos_nodes = [n.strip() for n in nodes.split(",") if n.strip()]
+        a.talos = Talos(talosconfig=os.environ.get("TALOSCONFIG") or None)
+    else:
+        from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
+
+        hosts = p.text("control-plane hosts (comma-separated, as in ~/.ssh/config):", "")
+        a.ssh_nodes = {h.strip(): Node(h.strip(), SshOptions()) for h in hosts.split(",") if h.strip()}
+    return a, "ask" if how in ("kubeconfig", "etcd") else how
+
+
+def _plan(p: Prompter, method: str, a: planner.Access, targets: list[dict], plugins: list[str]):
+    if method in ("etcd", "kubeapi"):
+        refs = [f"{t['kind']}/{t['configuration']}" for t in targets]
+        if not refs:
+            refs = [p.text("Configuration to act on (kind/NAME, e.g. validating/kyverno-resource-validating-webhook-cfg):")]
+        if method == "etcd":
+            remedy, steps = recovery.plan_etcd(a.etcd, refs)
+        else:
+            action = p.select("Which change?", [Choice("ignore", "failurePolicy Ignore (least invasive)"),
+                                                Choice("exclude", "add matchConditions that skip bootstrap objects"),
+                                                Choice("delete", "delete the configuration")])
+            remedy, steps = recovery.plan_kubeapi(a.kubeconfig, a.context, refs, None, action, [])
+        return remedy, steps, ",".join(r.split("/", 1)[-1] for r in refs)
+    if method == "talos":
+        remedy, steps = recovery.plan_talos(recovery.talos_store(a.talos), a.talos_nodes, plugins)
+        return remedy, steps, ",".join(plugins)
+    if method == "kubeadm":
+        remedy, steps = recovery.plan_kubeadm(a.ssh_nodes, "/etc/kubernetes/manifests/kube-apiserver.yaml",
+                                              plugins, 180.0)
+        return remedy, steps, ",".join(plugins)
+    raise BadInput(f"unknown method {method}")
+
+
+def _permanent_fix(method: str, a: planner.Access, targets: list[dict]) -> str | None:
+    """The matchConditions fix for the culprit, from the configuration as it was backed up."""
+    if not targets:
+        return None
+    from breakglass.webhooks import audit  # noqa: PLC0415
+
+    kinds = [k for k in audit.bootstrap.BOOTSTRAP_KINDS if k.since > (1, 0)] + list(audit.bootstrap.RECOVERY_KINDS)
+    conds = audit.match_conditions_for(kinds)
+    lines = ["The lasting fix: keep the apiserver's own writes (and ServiceCIDR, IPAddress, Nodes, Leases) away from "
+             "the webhook with matchConditions, set where its operator expects it:"]
+    for t in targets:
+        lines.append(f"  {t['kind']}/{t['configuration']} (webhook {t.get('webhook')}):")
+        lines += [f"    - name: {c['name']}\n      expression: {c['expression']}" for c in conds]
+    lines.append("`breakglass audit` prints the kubectl patch and the operator's setting for each configuration.")
+    return "\n".join(lines)

@@ -1,0 +1,110 @@
+"""The wizard: flows through the prompts interface without a terminal, and once in a real pty."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from breakglass import planner, sandbox, wizard
+from breakglass.errors import Interrupted
+from breakglass.prompts import ScriptedPrompter
+from tests.conftest import ROOT
+
+LOG = os.path.join(ROOT, "examples", "logs", "talos-servicecidr-kyverno.log")
+CFG = "kyverno-resource-validating-webhook-cfg"
+
+
+@pytest.fixture
+def state(tmp_path):
+    yield str(tmp_path / "state")
+    sandbox.down(sandbox.default_dir(str(tmp_path / "state")))
+
+
+def _etcd_values(state):
+    import pyetcd
+    sb = sandbox.load(sandbox.default_dir(state))
+    host, port = sb.endpoint.split("://")[1].split(":")
+    c = pyetcd.client(host, int(port))
+    try:
+        return {m.key: v for v, m in c.get_all()}
+    finally:
+        c.close()
+
+
+def test_full_flow_on_the_sandbox_through_the_prompts_interface(state):
+    sandbox.up(sandbox.default_dir(state))
+    before = _etcd_values(state)
+    p = ScriptedPrompter([LOG, "sandbox", "etcd", CFG, True])
+    assert wizard.run(p, state) == 0
+    text = "\n".join(p.transcript)
+    assert "BOOTSTRAP DEADLOCK" in text
+    # unavailable options are shown greyed out, with the reason
+    assert "kubeapi: Patch or delete the configuration through the apiserver." in text and "(no apiserver access given)" in text
+    assert "+++ (deleted)" in text and "revert of run" in text
+    assert _etcd_values(state) == before  # deleted, then reverted byte for byte
+    report = next(line for line in p.transcript if line.startswith("Report for the postmortem: "))
+    body = open(report.split(": ", 1)[1]).read()
+    assert "## Permanent fix" in body and "breakglass-skip-apiserver-self" in body and "status: **reverted**" in body
+
+
+def test_a_wrong_confirmation_changes_nothing(state):
+    sandbox.up(sandbox.default_dir(state))
+    before = _etcd_values(state)
+    with pytest.raises(Interrupted, match="did not match"):
+        wizard.run(ScriptedPrompter([LOG, "sandbox", "etcd", "yes"]), state)
+    assert _etcd_values(state) == before
+
+
+def test_keep_the_change_and_revert_later(state):
+    sandbox.up(sandbox.default_dir(state))
+    p = ScriptedPrompter([LOG, "sandbox", "etcd", CFG, False])
+    assert wizard.run(p, state) == 0
+    assert any(line.startswith("When the webhook is healthy: breakglass revert ") for line in p.transcript)
+    assert len(_etcd_values(state)) == 2  # the culprit stays deleted until the revert
+
+
+def test_ctrl_c_at_a_prompt_is_interrupted_with_a_hint(state):
+    class CtrlC(ScriptedPrompter):
+        def select(self, message, choices):
+            raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted) as e:
+        wizard.run(CtrlC([LOG]), state)
+    assert "breakglass revert" in e.value.hint
+
+
+def test_planner_orders_options_and_explains_missing_access():
+    probes = {"etcd": planner.Probe("etcd", True, "ok"), "ssh": planner.Probe("ssh", False, "ssh cp1: refused")}
+    opts = planner.options(probes)
+    assert [o.method for o in opts] == ["kubeapi", "talos", "kubeadm", "etcd"]
+    assert [o.available for o in opts] == [False, False, False, True]
+    assert opts[2].reason == "ssh cp1: refused" and opts[0].reason == "no apiserver access given"
+    assert "security gap" in opts[1].tradeoff
+
+
+def test_the_real_wizard_in_a_pseudo_terminal(state):
+    """questionary on a real pty: diagnosis, the options, the typed confirmation, the revert."""
+    import pexpect
+    env = {**os.environ, "BREAKGLASS_STATE_DIR": state, "TERM": "xterm", "COLUMNS": "200", "LINES": "50"}
+    child = pexpect.spawn(sys.executable, ["-m", "breakglass", "wizard"], cwd=ROOT, env=env, timeout=60,
+                          encoding="utf-8", dimensions=(50, 200))
+    try:
+        child.expect("logs to diagnose")
+        child.sendline(LOG)
+        child.expect("How can you reach the cluster")
+        child.send("\r")  # the sandbox is the first choice
+        child.expect("Which way out")
+        child.send("\r")  # the first available option: etcd (the others are greyed out)
+        child.expect(f"Type {CFG} to apply")
+        child.sendline(CFG)
+        child.expect("Revert the temporary change now")
+        child.send("y")
+        child.expect("Report for the postmortem: (\\S+)/report.md")
+        report = child.match.group(1)
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, child.before
+    assert "status: **reverted**" in open(os.path.join(report, "report.md")).read()
