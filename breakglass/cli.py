@@ -516,7 +516,15 @@ def _split(values) -> list[str]:
 
 @app.command()
 def recover(
-    method: Annotated[Method, typer.Option(help="How: etcd (delete the configurations' keys). More come later.")],
+    method: Annotated[Optional[Method], typer.Option(
+        help="How: kubeapi, talos, kubeadm or etcd (see below). Or a --plan file, or --auto.",
+        show_default=False)] = None,
+    plan: Annotated[Optional[str], typer.Option(
+        help="A plan file (YAML) naming the method, targets and options; flags given here win.",
+        show_default=False)] = None,
+    auto: Annotated[bool, typer.Option(
+        help="Probe what is reachable and take the first viable way out (still needs --yes to change anything).")]
+    = False,
     webhook_config: Annotated[Optional[List[str]], typer.Option(
         "--webhook-config", "-w", help="Configuration to remove: NAME, kind/NAME, or its etcd key. Repeatable.",
         show_default=False)] = None,
@@ -605,10 +613,21 @@ def recover(
 
       breakglass recover --method etcd -w validating/kyverno-resource-validating-webhook-cfg \\
         --etcd-endpoints https://127.0.0.1:2379 --etcd-cacert ca.crt --etcd-cert c.crt --etcd-key c.key
+
+      breakglass recover --plan examples/plans/etcd.yaml --yes -o json
+
+      breakglass recover --auto --diagnosis diag.json --etcd-endpoints https://127.0.0.1:2379 --yes
     """
+    given = dict(locals())
+    if plan is not None or auto:
+        _run(output, verbose, lambda: _recover_scripted(given))
+        return
 
     def body() -> int:
         from breakglass import recovery  # noqa: PLC0415
+
+        if method is None:
+            raise BadInput("say how: --method kubeapi|talos|kubeadm|etcd, a --plan file, or --auto")
 
         if method is Method.talos:
             return _recover_talos()
@@ -713,6 +732,47 @@ def recover(
                           {"hosts": hosts or ["localhost"], "plugins": wanted}, apiserver or hosts)
 
     _run(output, verbose, body)
+
+
+def _recover_scripted(given: dict) -> int:
+    """--plan and --auto: fill recover's options, then run it as if they had been typed."""
+    import inspect  # noqa: PLC0415
+
+    from breakglass import scripted  # noqa: PLC0415
+
+    defaults = {k: p.default for k, p in inspect.signature(recover).parameters.items()}
+    args = {k: v for k, v in given.items() if k not in ("plan", "auto")}
+    if given["plan"]:
+        for k, v in scripted.load_plan(given["plan"], set(args)).items():
+            if args[k] == defaults[k]:  # a flag typed on the command line wins
+                args[k] = v
+    if isinstance(args["method"], str):
+        try:
+            args["method"] = Method(args["method"])
+        except ValueError:
+            raise BadInput(f"unknown method {args['method']!r} (use kubeapi, talos, kubeadm or etcd)") from None
+    if isinstance(args["action"], str):
+        args["action"] = Action(args["action"])
+    if given["auto"]:
+        if not args["webhook_config"]:
+            args["webhook_config"] = scripted.targets_from_diagnosis(args["diagnosis"])
+        opts = _ssh_options(args["ssh_user"], args["ssh_key"], args["ssh_port"], args["ssh_accept_new"],
+                            args["ssh_config"], args["known_hosts"], args["timeout"])
+        access = scripted.access_from(
+            args,
+            lambda: _talos(args["talosctl"], args["talosconfig"], args["talos_context"], args["talos_endpoints"],
+                           args["timeout"]),
+            lambda hosts: _ssh_nodes(hosts, opts),
+            lambda: _etcd_target(args["etcd_endpoints"], args["etcd_cacert"], args["etcd_cert"], args["etcd_key"],
+                                 args["etcd_prefix"], args["timeout"], args["etcd_via_ssh"], opts))
+        args["method"] = Method(scripted.auto_method(access, bool(args["webhook_config"])))
+        if args["output"] is Output.text:
+            print(f"--auto: taking {args['method'].value}", file=sys.stderr)
+    try:
+        recover(**args)
+    except typer.Exit as e:
+        return int(e.exit_code or 0)
+    return 0
 
 
 @app.command()

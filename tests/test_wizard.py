@@ -108,3 +108,64 @@ def test_the_real_wizard_in_a_pseudo_terminal(state):
         child.close()
     assert child.exitstatus == 0, child.before
     assert "status: **reverted**" in open(os.path.join(report, "report.md")).read()
+
+
+# -- scripted recovery ----------------------------------------------------------------------------
+
+def _cli_state(state, *args):
+    from tests.conftest import run_cli
+    return run_cli(*args, env={"BREAKGLASS_STATE_DIR": state})
+
+
+def test_plan_file_flags_win_and_dry_run(state, tmp_path):
+    import json
+    sb = sandbox.up(sandbox.default_dir(state))
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(open(os.path.join(ROOT, "examples", "plans", "etcd.yaml")).read())
+    # the example plan names kubeadm's certificate paths; flags on the command line win over it
+    p = _cli_state(state, "recover", "--plan", str(plan), "--etcd-endpoints", sb.endpoint, "--etcd-cacert", "",
+                   "--etcd-cert", "", "--etcd-key", "", "--dry-run", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    p = _cli_state(state, "recover", "--plan", str(plan), "--etcd-endpoints", sb.endpoint, "--dry-run")
+    assert p.returncode == 2 and b"/etc/kubernetes/pki/etcd/ca.crt: no such file" in p.stderr  # the plan's own paths
+    plan.write_text(f"method: etcd\nwebhook_config: [validating/{CFG}]\netcd_endpoints: http://127.0.0.1:1\n")
+    p = _cli_state(state, "recover", "--plan", str(plan), "--etcd-endpoints", sb.endpoint, "--dry-run", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["result"]["steps"][0]["target"].endswith(CFG)
+    p = _cli_state(state, "recover", "--plan", str(plan), "--etcd-endpoints", sb.endpoint)
+    assert p.returncode == 2 and b"without --yes" in p.stderr  # never hangs on a prompt without a terminal
+
+
+@pytest.mark.parametrize("content,match", [("method: teleport\n", "unknown method"),
+                                           ("frobnicate: 1\n", "unknown option"),
+                                           ("output: json\n", "not set from a plan"),
+                                           ("- a list\n", "a plan is a mapping")])
+def test_bad_plans(state, tmp_path, content, match):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(content)
+    p = _cli_state(state, "recover", "--plan", str(plan), "--dry-run")
+    assert p.returncode == 2 and match in p.stderr.decode()
+
+
+def test_auto_takes_the_first_viable_option(state, tmp_path):
+    import json
+    sb = sandbox.up(sandbox.default_dir(state))
+    diag = tmp_path / "diag.json"
+    diag.write_bytes(_cli_state(state, "diagnose", LOG, "-o", "json").stdout)
+    p = _cli_state(state, "recover", "--auto", "--diagnosis", str(diag), "--etcd-endpoints", sb.endpoint,
+                   "--yes", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["result"]["method"] == "etcd"
+    p = _cli_state(state, "recover", "--auto", "--diagnosis", str(diag), "--etcd-endpoints", "http://127.0.0.1:1",
+                   "--timeout", "1", "--yes")
+    assert p.returncode == 5 and b"no way out is reachable" in p.stderr
+
+
+@pytest.mark.parametrize("name", ["etcd.yaml", "talos.yaml", "kubeadm.yaml", "kubeapi.yaml"])
+def test_example_plans_load(name):
+    from breakglass import scripted
+    from breakglass.cli import recover
+    import inspect
+    allowed = set(inspect.signature(recover).parameters) - {"plan", "auto"}
+    plan = scripted.load_plan(os.path.join(ROOT, "examples", "plans", name), allowed)
+    assert plan["method"] == name.split(".")[0]

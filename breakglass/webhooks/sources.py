@@ -9,6 +9,7 @@ API: the official kubernetes client, imported only on this path.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 from breakglass.errors import BadInput, Unreachable
@@ -45,9 +46,25 @@ def _documents(text: str, path: str) -> list:
         raise BadInput(f"{path}:{where}: invalid YAML: {problem}") from None
 
 
+def _expand(paths: list[str]) -> list[str]:
+    """Files as given; directories become their *.yaml, *.yml and *.json files (rendered manifests)."""
+    out = []
+    for p in paths:
+        if p != "-" and os.path.isdir(p):
+            found = sorted(os.path.join(r, f) for r, _, fs in os.walk(p) for f in fs
+                           if f.endswith((".yaml", ".yml", ".json")))
+            if not found:
+                raise BadInput(f"{p}: no YAML or JSON files in this directory")
+            out += found
+        else:
+            out.append(p)
+    return out
+
+
 def load_files(paths: list[str]) -> Inventory:
     inv = Inventory()
-    for path in paths:
+    whole_dirs = any(p != "-" and os.path.isdir(p) for p in paths)
+    for path in _expand(paths):
         try:
             if path == "-":
                 import sys  # noqa: PLC0415
@@ -76,6 +93,9 @@ def load_files(paths: list[str]) -> Inventory:
                 found += 1
         if not found:
             what = f" (found {', '.join(sorted(set(others)))})" if others else ""
+            if whole_dirs:  # a manifests directory holds everything else too
+                inv.warnings.append(f"{path}: no admission configurations{what}")
+                continue
             raise BadInput(f"{path}: no admission configurations{what}")
         if others:
             inv.warnings.append(f"{path}: skipped {len(others)} object(s) of other kinds ({', '.join(sorted(set(others)))})")
