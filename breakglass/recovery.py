@@ -212,12 +212,17 @@ def report(run: Run) -> str:
         if s.reverts:
             lines.append(f"- revert: {', '.join(s.reverts)}")
         lines.append("")
+    found = [e for e in run.events() if e.get("event") == "findings"]
+    if found:
+        lines += ["## Findings", "", f"**{found[-1].get('verdict', '')}**", ""]
+        lines += [f"- {f}" for f in found[-1].get("findings") or []] + [""]
     fixes = [e.get("text", "") for e in run.events() if e.get("event") == "permanent-fix"]
     if fixes:
         lines += ["## Permanent fix", "", "```", fixes[-1], "```", ""]
     lines += ["## Timeline", ""]
     for e in run.events():
-        extra = {k: v for k, v in e.items() if k not in ("ts", "event", "steps", "backup", "target", "text")}
+        extra = {k: v for k, v in e.items()
+                 if k not in ("ts", "event", "steps", "backup", "target", "text", "findings", "verdict")}
         lines.append(f"- {e.get('ts')} {e.get('event')} {extra if extra else ''}".rstrip())
     lines += ["", "To undo: `breakglass revert " + run.id + "` (works from a copy of this directory too: "
               "`breakglass revert /path/to/" + run.id + "`)."]

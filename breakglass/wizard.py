@@ -67,7 +67,12 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
         raise Interrupted("the confirmation did not match; nothing was changed")
     res = recovery.execute(remedy, steps, state, {"wizard": True, "method": method})
     run_dir = recovery.journal.Run.open(res.run, state).path
+    if diag is not None:
+        recovery.journal.Run(run_dir).append(
+            "findings", verdict=diag.verdict.headline,
+            findings=[f"[{f.id}] {f.severity} {f.title}" for f in diag.findings[:20]])
     p.say(render.run_result(res))
+    _wait_and_check(p, method, access, remedy)
     # 4. the lasting fix, recorded for the postmortem
     fix = _permanent_fix(method, access, targets)
     if fix:
@@ -83,6 +88,24 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
     recovery.journal.Run(run_dir).write_file("report.md", recovery.report(recovery.journal.Run(run_dir)))
     p.say(f"Report for the postmortem: {run_dir}/report.md")
     return 0
+
+
+def _wait_and_check(p: Prompter, method: str, a: planner.Access, remedy) -> None:
+    """After the change: is the apiserver ready, and is the culprit's backend healthy again?"""
+    from breakglass.access import readyz  # noqa: PLC0415
+
+    if method in ("talos", "kubeadm"):
+        hosts = a.talos_nodes if method == "talos" else list(a.ssh_nodes)
+        p.say(f"Waiting for /readyz on {', '.join(hosts)} (up to 5 minutes; Ctrl-C stops waiting, not the change)…")
+        for s in readyz.wait([readyz.url_for(h) for h in hosts], 300):
+            state = "ready" if s.ready else ("serving" if s.ready is None else "NOT READY")
+            hooks = f"; post-start hooks still failing: {', '.join(s.failing_hooks)}" if s.failing_hooks else ""
+            p.say(f"  {s.url}: {state}{hooks}")
+    if method == "kubeapi":
+        p.say(f"  {remedy.api.readyz().detail}")
+    p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
+          "present (kubectl -n NAMESPACE get endpoints SERVICE). `breakglass revert` checks the endpoints when it "
+          "can reach the API.")
 
 
 def _access(p: Prompter, state: str | None, timeout: float) -> tuple[planner.Access, str]:

@@ -47,6 +47,7 @@ def test_full_flow_on_the_sandbox_through_the_prompts_interface(state):
     report = next(line for line in p.transcript if line.startswith("Report for the postmortem: "))
     body = open(report.split(": ", 1)[1]).read()
     assert "## Permanent fix" in body and "breakglass-skip-apiserver-self" in body and "status: **reverted**" in body
+    assert "## Findings" in body and "BOOTSTRAP DEADLOCK" in body
 
 
 def test_a_wrong_confirmation_changes_nothing(state):
