@@ -16,6 +16,7 @@ system-deps:
 	bash scripts/bootstrap.sh test
 
 demo: $(STAMP)
+	bash scripts/bootstrap.sh demo
 	$(PY) examples/demo.py
 
 test: $(STAMP) system-deps

@@ -1077,7 +1077,12 @@ def _render_sandbox(st: dict) -> str:
 
 @app.command()
 def version(output: OutputOpt = Output.text) -> None:
-    """Print the version of breakglass."""
+    """Print the version of breakglass.
+
+    Examples:
+
+      breakglass version -o json
+    """
 
     def body() -> int:
         _show(output, "Version", {"breakglass": __version__}, lambda: f"breakglass {__version__}")

@@ -73,6 +73,7 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
             findings=[f"[{f.id}] {f.severity} {f.title}" for f in diag.findings[:20]])
     p.say(render.run_result(res))
     _wait_and_check(p, method, access, remedy)
+    _check_backends(p, access, sorted({f.service for f in (diag.findings if diag else []) if f.service}))
     # 4. the lasting fix, recorded for the postmortem
     fix = _permanent_fix(method, access, targets)
     if fix:
@@ -106,6 +107,31 @@ def _wait_and_check(p: Prompter, method: str, a: planner.Access, remedy) -> None
     p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
           "present (kubectl -n NAMESPACE get endpoints SERVICE). `breakglass revert` checks the endpoints when it "
           "can reach the API.")
+
+
+def _check_backends(p: Prompter, a: planner.Access, services: list[str]) -> None:
+    """Ready endpoints (ready pods) behind each culprit's Service, when an apiserver answers now."""
+    if not services:
+        return
+    kubeconfig = a.kubeconfig or os.environ.get("KUBECONFIG")
+    if not kubeconfig and not os.path.exists(os.path.expanduser("~/.kube/config")):
+        p.say("No kubeconfig to check the webhook's backend with; check it before reverting: "
+              + "; ".join(f"kubectl -n {s.split('/')[0]} get endpoints {s.split('/')[1]}" for s in services))
+        return
+    from breakglass.access import kubeapi  # noqa: PLC0415
+    from breakglass.errors import BreakglassError  # noqa: PLC0415
+
+    try:
+        api = kubeapi.connect(a.kubeconfig, a.context, 5.0)
+        for svc in services:
+            ns, name = svc.split("/", 1)
+            status, ep = api.request("GET", f"/api/v1/namespaces/{ns}/endpoints/{name}")
+            ready = sum(len(s.get("addresses") or []) for s in ep.get("subsets") or []) if status == 200 else 0
+            waiting = sum(len(s.get("notReadyAddresses") or []) for s in ep.get("subsets") or []) if status == 200 else 0
+            p.say(f"  backend {svc}: {ready} ready endpoint(s), {waiting} not ready"
+                  + ("" if ready else " — do not revert yet"))
+    except BreakglassError as e:
+        p.say(f"  could not check the backends through the API yet ({e})")
 
 
 def _access(p: Prompter, state: str | None, timeout: float) -> tuple[planner.Access, str]:

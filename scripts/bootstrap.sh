@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages breakglass needs, only those missing.
 #   bootstrap.sh python   what creating the virtual environment needs
+#   bootstrap.sh demo     what `make demo` needs (the sandbox's etcd)
 #   bootstrap.sh test     what the test suite needs besides Python packages
 set -euo pipefail
 
@@ -10,6 +11,9 @@ case "${1:-}" in
     command -v python3 >/dev/null || want+=(python3)
     python3 -c 'import venv, ensurepip' 2>/dev/null || want+=(python3-venv)
     ;;
+  demo)
+    command -v etcd >/dev/null || want+=(etcd-server)      # the rehearsal sandbox runs a real etcd
+    ;;
   test)
     command -v grep >/dev/null || want+=(grep)
     command -v etcd >/dev/null || want+=(etcd-server)      # tests start a real etcd on loopback
@@ -18,7 +22,7 @@ case "${1:-}" in
     command -v ssh-keygen >/dev/null || want+=(openssh-client)
     command -v sudo >/dev/null || want+=(sudo)             # tests log in as a non-root user using sudo -n
     ;;
-  *) echo "usage: $0 python|test" >&2; exit 2 ;;
+  *) echo "usage: $0 python|demo|test" >&2; exit 2 ;;
 esac
 
 [ ${#want[@]} -eq 0 ] && exit 0

@@ -96,6 +96,7 @@ def _commands():
 def test_every_command_has_help_and_is_documented(command):
     p = run_cli(*command.split(), "--help")
     assert p.returncode == 0 and len(p.stdout) > 100
+    assert b"Examples:" in p.stdout and b"breakglass " in p.stdout.split(b"Examples:")[1], "help without an example"
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     assert f"breakglass {command}" in readme, f"README does not document `breakglass {command}`"
 

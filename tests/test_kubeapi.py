@@ -202,3 +202,15 @@ def test_mutating_configuration(api):
     _ready_endpoints(api)
     assert _cli(api, "revert", "--yes").returncode == 0
     assert _etcd_obj(api, "mutating", "istio-sidecar-injector")["webhooks"] == mutating["webhooks"]
+
+
+def test_wizard_checks_the_culprits_backend_through_the_api(api):
+    from breakglass import planner, wizard
+    from breakglass.prompts import ScriptedPrompter
+    p = ScriptedPrompter([])
+    access = planner.Access(kubeconfig=str(api.state.parent / "kubeconfig"))
+    wizard._check_backends(p, access, ["kyverno/kyverno-svc"])
+    assert "backend kyverno/kyverno-svc: 0 ready endpoint(s), 0 not ready — do not revert yet" in p.transcript
+    _ready_endpoints(api)
+    wizard._check_backends(p, access, ["kyverno/kyverno-svc"])
+    assert "backend kyverno/kyverno-svc: 1 ready endpoint(s), 0 not ready" in p.transcript
