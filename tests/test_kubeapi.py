@@ -210,7 +210,8 @@ def test_wizard_checks_the_culprits_backend_through_the_api(api):
     p = ScriptedPrompter([])
     access = planner.Access(kubeconfig=str(api.state.parent / "kubeconfig"))
     wizard._check_backends(p, access, ["kyverno/kyverno-svc"])
-    assert "backend kyverno/kyverno-svc: 0 ready endpoint(s), 0 not ready — do not revert yet" in p.transcript
+    assert [line.strip() for line in p.transcript] == [
+        "backend kyverno/kyverno-svc: 0 ready endpoint(s), 0 not ready — do not revert yet"]
     _ready_endpoints(api)
     wizard._check_backends(p, access, ["kyverno/kyverno-svc"])
-    assert "backend kyverno/kyverno-svc: 1 ready endpoint(s), 0 not ready" in p.transcript
+    assert p.transcript[-1].strip() == "backend kyverno/kyverno-svc: 1 ready endpoint(s), 0 not ready"
