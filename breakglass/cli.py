@@ -455,23 +455,6 @@ def _write_new(path: str, text: str) -> None:
         raise BadInput(f"{path}: {e.strerror}") from None
 
 
-def _plugins_from(path: str | None) -> list[str]:
-    """The plugins the diagnosis says to disable (from `breakglass diagnose -o json`)."""
-    if not path:
-        return []
-    import json  # noqa: PLC0415
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        for r in doc["result"]["remedies"]:
-            if r["method"] == "talos" and r.get("plugins"):
-                return list(r["plugins"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise BadInput(f"{path}: not the JSON output of `breakglass diagnose` ({e})") from None
-    raise BadInput(f"{path}: the diagnosis names no plugins to disable")
-
-
 def _progress_bytes(done: int, total: int) -> None:
     pct = 100 * done // total if total else 100
     print(f"\rsnapshot: {done >> 20} / {total >> 20} MiB ({pct}%)", end="", file=sys.stderr, flush=True)
@@ -650,7 +633,10 @@ def recover(
                           {"refs": list(webhook_config or [])}, snapshot_path=snapshot)
 
     def _wanted() -> list[str]:
-        return _split(plugins) or _plugins_from(diagnosis) or ["ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"]
+        from breakglass import scripted  # noqa: PLC0415
+        from breakglass.remedies.admission_flags import WEBHOOK_PLUGINS  # noqa: PLC0415
+
+        return _split(plugins) or scripted.plugins_from_diagnosis(diagnosis) or list(WEBHOOK_PLUGINS)
 
     def _carry_out(remedy, steps, question: str, meta: dict, wait_hosts=(), snapshot_path=None, ready=None) -> int:
         """Show the plan; then (unless --dry-run) confirm, execute, wait, and show the result."""

@@ -77,10 +77,32 @@ def default_dir(state: str | None = None) -> str:
     return os.path.join(journal.state_dir(state), "sandbox")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def etcd_command(binary: str, name: str, data_dir: str, client_url: str, peer_port: int) -> list[str]:
+    """A single-member etcd on loopback (the sandbox's, and the tests')."""
+    peer = f"http://127.0.0.1:{peer_port}"
+    return [binary, "--name", name, "--data-dir", data_dir, "--listen-client-urls", client_url,
+            "--advertise-client-urls", client_url, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"{name}={peer}", "--log-level", "error"]
+
+
+def wait_listening(proc: subprocess.Popen, port: int, seconds: float) -> str | None:
+    """None once the port accepts connections; otherwise why not ("exited" or "timed out")."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return "exited"
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.3):
+                return None
+        except OSError:
+            time.sleep(0.1)
+    return "timed out"
 
 
 def _alive(pid: int) -> bool:
@@ -117,25 +139,16 @@ def up(directory: str, etcd_binary: str | None = None) -> Sandbox:
         raise BadInput("etcd is not installed (Debian: apt-get install etcd-server; `make demo` installs it)")
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory, mode=0o700)
-    cport, pport = _free_port(), _free_port()
+    cport, pport = free_port(), free_port()
     endpoint = f"http://127.0.0.1:{cport}"
-    log = open(os.path.join(directory, "etcd.log"), "ab")
-    proc = subprocess.Popen(
-        [binary, "--name", "sandbox", "--data-dir", os.path.join(directory, "etcd-data"),
-         "--listen-client-urls", endpoint, "--advertise-client-urls", endpoint,
-         "--listen-peer-urls", f"http://127.0.0.1:{pport}", "--initial-advertise-peer-urls",
-         f"http://127.0.0.1:{pport}", "--initial-cluster", f"sandbox=http://127.0.0.1:{pport}",
-         "--log-level", "error"],
-        stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise Unreachable(f"sandbox etcd exited; see {directory}/etcd.log")
-        try:
-            with socket.create_connection(("127.0.0.1", cport), timeout=0.3):
-                break
-        except OSError:
-            time.sleep(0.1)
+    with open(os.path.join(directory, "etcd.log"), "ab") as log:
+        proc = subprocess.Popen(etcd_command(binary, "sandbox", os.path.join(directory, "etcd-data"), endpoint, pport),
+                                stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    why = wait_listening(proc, cport, 20)
+    if why:
+        if why != "exited":
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise Unreachable(f"sandbox etcd {why}; see {directory}/etcd.log")
     files = _files(directory)
     sb = Sandbox(directory, endpoint, proc.pid, files)
     with open(os.path.join(directory, "sandbox.json"), "w", encoding="utf-8") as f:

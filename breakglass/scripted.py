@@ -46,18 +46,38 @@ def load_plan(path: str, allowed: set[str]) -> dict:
     return out
 
 
-def targets_from_diagnosis(path: str | None) -> list[str]:
-    if not path:
-        return []
+def _diagnosis_remedies(path: str) -> list[dict]:
     import json  # noqa: PLC0415
 
     try:
         with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        return [f"{t['kind']}/{t['configuration']}" for r in doc["result"]["remedies"] if r["method"] == "etcd"
-                for t in r["targets"] if t.get("configuration")]
+            remedies = json.load(f)["result"]["remedies"]
+        if not isinstance(remedies, list) or not all(isinstance(r, dict) for r in remedies):
+            raise TypeError("result.remedies is not a list of remedies")
+        return remedies
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise BadInput(f"{path}: not the JSON output of `breakglass diagnose` ({e})") from None
+
+
+def targets_from_diagnosis(path: str | None) -> list[str]:
+    """The configurations the diagnosis names (from `breakglass diagnose -o json`)."""
+    if not path:
+        return []
+    try:
+        return [f"{t['kind']}/{t['configuration']}" for r in _diagnosis_remedies(path) if r.get("method") == "etcd"
+                for t in r.get("targets") or [] if t.get("configuration")]
+    except (KeyError, TypeError, AttributeError) as e:
+        raise BadInput(f"{path}: not the JSON output of `breakglass diagnose` ({e})") from None
+
+
+def plugins_from_diagnosis(path: str | None) -> list[str]:
+    """The plugins the diagnosis says to disable (from `breakglass diagnose -o json`)."""
+    if not path:
+        return []
+    for r in _diagnosis_remedies(path):
+        if r.get("method") == "talos" and isinstance(r.get("plugins"), list) and r["plugins"]:
+            return [str(x) for x in r["plugins"]]
+    raise BadInput(f"{path}: the diagnosis names no plugins to disable")
 
 
 def auto_method(access: planner.Access, have_targets: bool, timeout: float = 3.0) -> str:

@@ -12,8 +12,7 @@ import os
 from breakglass import planner, recovery, render, sandbox
 from breakglass.errors import BadInput, Interrupted
 from breakglass.prompts import Choice, Prompter
-
-WEBHOOK_PLUGINS = ["ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"]
+from breakglass.remedies.admission_flags import WEBHOOK_PLUGINS
 
 
 def run(p: Prompter, state: str | None = None, timeout: float = 3.0) -> int:
@@ -66,9 +65,9 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
     if typed != confirm_word:
         raise Interrupted("the confirmation did not match; nothing was changed")
     res = recovery.execute(remedy, steps, state, {"wizard": True, "method": method})
-    run_dir = recovery.journal.Run.open(res.run, state).path
+    record = recovery.journal.Run.open(res.run, state)
     if diag is not None:
-        recovery.journal.Run(run_dir).append(
+        record.append(
             "findings", verdict=diag.verdict.headline,
             findings=[f"[{f.id}] {f.severity} {f.title}" for f in diag.findings[:20]])
     p.say(render.run_result(res))
@@ -78,7 +77,7 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
     fix = _permanent_fix(method, access, targets)
     if fix:
         p.say(fix)
-        recovery.journal.Run(run_dir).append("permanent-fix", text=fix)
+        record.append("permanent-fix", text=fix)
     # 5. revert
     if p.confirm("Revert the temporary change now? Only once the webhook's backend is healthy.", False):
         rr = recovery.revert_run(res.run, state, access.etcd, talos=access.talos,
@@ -86,8 +85,8 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
         p.say(render.revert_result(rr))
     else:
         p.say(f"When the webhook is healthy: breakglass revert {res.run}")
-    recovery.journal.Run(run_dir).write_file("report.md", recovery.report(recovery.journal.Run(run_dir)))
-    p.say(f"Report for the postmortem: {run_dir}/report.md")
+    record.write_file("report.md", recovery.report(record))
+    p.say(f"Report for the postmortem: {record.path}/report.md")
     return 0
 
 
@@ -125,9 +124,7 @@ def _check_backends(p: Prompter, a: planner.Access, services: list[str]) -> None
         api = kubeapi.connect(a.kubeconfig, a.context, 5.0)
         for svc in services:
             ns, name = svc.split("/", 1)
-            status, ep = api.request("GET", f"/api/v1/namespaces/{ns}/endpoints/{name}")
-            ready = sum(len(s.get("addresses") or []) for s in ep.get("subsets") or []) if status == 200 else 0
-            waiting = sum(len(s.get("notReadyAddresses") or []) for s in ep.get("subsets") or []) if status == 200 else 0
+            ready, waiting = api.endpoint_counts(ns, name)
             p.say(f"  backend {svc}: {ready} ready endpoint(s), {waiting} not ready"
                   + ("" if ready else " — do not revert yet"))
     except BreakglassError as e:
@@ -202,8 +199,7 @@ def _permanent_fix(method: str, a: planner.Access, targets: list[dict]) -> str |
         return None
     from breakglass.webhooks import audit  # noqa: PLC0415
 
-    kinds = [k for k in audit.bootstrap.BOOTSTRAP_KINDS if k.since > (1, 0)] + list(audit.bootstrap.RECOVERY_KINDS)
-    conds = audit.match_conditions_for(kinds)
+    conds = audit.match_conditions_for(audit.kinds_for(None))
     lines = ["The lasting fix: keep the apiserver's own writes (and ServiceCIDR, IPAddress, Nodes, Leases) away from "
              "the webhook with matchConditions, set where its operator expects it:"]
     for t in targets:

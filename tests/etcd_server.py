@@ -9,16 +9,11 @@ from __future__ import annotations
 import datetime
 import os
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from breakglass.sandbox import etcd_command, free_port, wait_listening
 
 
 @dataclass
@@ -94,13 +89,8 @@ def start(tmp: str, tls: bool = False) -> EtcdServer:
     os.makedirs(data)
     cport, pport = free_port(), free_port()
     scheme = "https" if tls else "http"
-    args = [binary, "--name", "t", "--data-dir", data,
-            "--listen-client-urls", f"{scheme}://127.0.0.1:{cport}",
-            "--advertise-client-urls", f"{scheme}://127.0.0.1:{cport}",
-            "--listen-peer-urls", f"http://127.0.0.1:{pport}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{pport}",
-            "--initial-cluster", f"t=http://127.0.0.1:{pport}",
-            "--quota-backend-bytes", str(2 << 30), "--log-level", "error"]
+    args = etcd_command(binary, "t", data, f"{scheme}://127.0.0.1:{cport}", pport)
+    args += ["--quota-backend-bytes", str(2 << 30)]
     pki = {}
     if tls:
         pki = make_pki(tmp)
@@ -111,16 +101,10 @@ def start(tmp: str, tls: bool = False) -> EtcdServer:
     srv = EtcdServer(proc, f"{scheme}://127.0.0.1:{cport}", data, pki.get("ca"), pki.get("client_cert"),
                      pki.get("client_key"))
     srv.pki = pki
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"etcd exited: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", cport), timeout=0.5):
-                break
-        except OSError:
-            time.sleep(0.1)
-    else:
+    why = wait_listening(proc, cport, 30)
+    if why == "exited":
+        raise RuntimeError(f"etcd exited: {proc.stderr.read().decode()[-2000:]}")
+    if why:
         srv.stop()
         raise RuntimeError("etcd did not start in 30s")
     # port open is not yet serving: wait for a successful read

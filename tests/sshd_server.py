@@ -10,13 +10,11 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 
-from tests.etcd_server import free_port
+from breakglass.sandbox import free_port, wait_listening
 
 
 @dataclass
@@ -76,15 +74,8 @@ def start(tmp: str) -> SshServer:
                 f"KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nPermitRootLogin prohibit-password\n"
                 f"LogLevel ERROR\nMaxStartups 100\n")
     proc = subprocess.Popen([sshd, "-D", "-e", "-f", config], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"sshd exited: {proc.stderr.read().decode()[-1000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-        except OSError:
-            time.sleep(0.1)
+    if wait_listening(proc, port, 15) == "exited":
+        raise RuntimeError(f"sshd exited: {proc.stderr.read().decode()[-1000:]}")
     user = os.environ.get("USER") or "root"
     ssh_config = os.path.join(d, "ssh_config")
     with open(ssh_config, "w") as f:

@@ -90,6 +90,14 @@ class Api:
                               hint="check the kubeconfig context's credentials and RBAC")
         return status, doc if isinstance(doc, dict) else {}
 
+    def endpoint_counts(self, namespace: str, name: str) -> tuple[int, int]:
+        """(ready, not ready) addresses behind a Service: what tells a webhook's backend is back."""
+        status, ep = self.request("GET", f"/api/v1/namespaces/{namespace}/endpoints/{name}")
+        if status != 200:
+            return 0, 0
+        subsets = ep.get("subsets") or []
+        return (sum(len(s.get("addresses") or []) for s in subsets),
+                sum(len(s.get("notReadyAddresses") or []) for s in subsets))
 
     def readyz(self):
         """/readyz?verbose through the kubeconfig's credentials, parsed like every other readiness probe."""

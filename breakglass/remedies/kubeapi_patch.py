@@ -220,9 +220,7 @@ class KubeapiPatch:
             svc = (w.get("clientConfig") or {}).get("service")
             if not svc:
                 continue
-            status, ep = self.api.request("GET", f"/api/v1/namespaces/{svc['namespace']}/endpoints/{svc['name']}")
-            ready = status == 200 and any(s.get("addresses") for s in ep.get("subsets") or [])
-            if not ready:
+            if not self.api.endpoint_counts(svc["namespace"], svc["name"])[0]:
                 missing.append(f"{svc['namespace']}/{svc['name']}")
         return sorted(set(missing))
 

@@ -144,14 +144,14 @@ def _exempted(kind: BootstrapKind, ns_sel: dict | None, obj_sel: dict | None, co
     return None
 
 
-def _kinds(target: tuple[int, int] | None) -> list[BootstrapKind]:
+def kinds_for(target: tuple[int, int] | None) -> list[BootstrapKind]:
     kinds = [k for k in bootstrap.BOOTSTRAP_KINDS if target is None or target >= k.since]
     return kinds + list(bootstrap.RECOVERY_KINDS)
 
 
 def at_risk(rules: list[Rule], match_policy: str, ns_sel, obj_sel, conds, target, exclude: list[Rule] = ()):
     hit: list[tuple[BootstrapKind, Rule]] = []
-    for kind in _kinds(target):
+    for kind in kinds_for(target):
         rule = next((r for r in rules if rule_matches(r, kind, match_policy)), None)
         if rule is None or any(rule_matches(x, kind) for x in exclude):
             continue
