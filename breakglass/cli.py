@@ -434,15 +434,15 @@ def _confirm(question: str, yes: bool) -> None:
         raise Interrupted("aborted at the confirmation; nothing was changed")
 
 
-_SPIN = "|/-\\"
 _spin_state = [0]
 
 
 def _spinner(states) -> None:
+    from breakglass.access import readyz  # noqa: PLC0415
+    from breakglass.prompts import SPIN  # noqa: PLC0415
+
     _spin_state[0] += 1
-    waiting = [f"{s.url.split('/readyz')[0]}: {s.detail}" for s in states if s.ready is False]
-    text = "; ".join(waiting)[:150] or "ready"
-    print(f"\r\033[K{_SPIN[_spin_state[0] % 4]} waiting for /readyz: {text}", end="", file=sys.stderr, flush=True)
+    print(f"\r\033[K{SPIN[_spin_state[0] % 4]} {readyz.waiting_text(states)}", end="", file=sys.stderr, flush=True)
 
 
 def _write_new(path: str, text: str) -> None:

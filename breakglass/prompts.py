@@ -26,6 +26,12 @@ class Prompter(Protocol):
 
     def say(self, text: str = "") -> None: ...
 
+    def progress(self, text: str) -> None:
+        """A status line that replaces the previous one (a spinner while waiting); say() ends it."""
+
+
+SPIN = "|/-\\"
+
 
 class QuestionaryPrompter:
     def __init__(self) -> None:
@@ -49,8 +55,17 @@ class QuestionaryPrompter:
     def confirm(self, message: str, default: bool = False) -> bool:
         return self._ask(self.q.confirm(message, default=default))
 
+    _spin = 0
+
     def say(self, text: str = "") -> None:
+        if self._spin:
+            print("\r\033[K", end="")
+            self._spin = 0
         print(text, flush=True)
+
+    def progress(self, text: str) -> None:
+        self._spin += 1
+        print(f"\r\033[K{SPIN[self._spin % 4]} {text}", end="", flush=True)
 
 
 @dataclass
@@ -85,3 +100,6 @@ class ScriptedPrompter:
 
     def say(self, text: str = "") -> None:
         self.transcript.append(text)
+
+    def progress(self, text: str) -> None:
+        self.transcript.append(f"~ {text}")

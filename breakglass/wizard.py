@@ -71,7 +71,10 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
             "findings", verdict=diag.verdict.headline,
             findings=[f"[{f.id}] {f.severity} {f.title}" for f in diag.findings[:20]])
     p.say(render.run_result(res))
-    _wait_and_check(p, method, access, remedy)
+    _wait_ready(p, method, access, remedy)
+    p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
+          "present (kubectl -n NAMESPACE get endpoints SERVICE). `breakglass revert` checks the endpoints when it "
+          "can reach the API.")
     _check_backends(p, access, sorted({f.service for f in (diag.findings if diag else []) if f.service}))
     # 4. the lasting fix, recorded for the postmortem
     fix = _permanent_fix(method, access, targets)
@@ -83,6 +86,7 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
         rr = recovery.revert_run(res.run, state, access.etcd, talos=access.talos,
                                  kube=(access.kubeconfig, access.context))
         p.say(render.revert_result(rr))
+        _wait_ready(p, method, access, remedy)  # the webhook is back in the path: is the apiserver still ready?
     else:
         p.say(f"When the webhook is healthy: breakglass revert {res.run}")
     record.write_file("report.md", recovery.report(record))
@@ -90,22 +94,21 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
     return 0
 
 
-def _wait_and_check(p: Prompter, method: str, a: planner.Access, remedy) -> None:
-    """After the change: is the apiserver ready, and is the culprit's backend healthy again?"""
+def _wait_ready(p: Prompter, method: str, a: planner.Access, remedy) -> None:
+    """Is the apiserver ready (after the change, and again after the revert)?"""
     from breakglass.access import readyz  # noqa: PLC0415
 
     if method in ("talos", "kubeadm"):
         hosts = a.talos_nodes if method == "talos" else list(a.ssh_nodes)
         p.say(f"Waiting for /readyz on {', '.join(hosts)} (up to 5 minutes; Ctrl-C stops waiting, not the change)…")
-        for s in readyz.wait([readyz.url_for(h) for h in hosts], 300):
+        states = readyz.wait([readyz.url_for(h) for h in hosts], 300,
+                             on_tick=lambda st: p.progress(readyz.waiting_text(st)))
+        for s in states:
             state = "ready" if s.ready else ("serving" if s.ready is None else "NOT READY")
             hooks = f"; post-start hooks still failing: {', '.join(s.failing_hooks)}" if s.failing_hooks else ""
             p.say(f"  {s.url}: {state}{hooks}")
-    if method == "kubeapi":
+    elif method == "kubeapi":
         p.say(f"  {remedy.api.readyz().detail}")
-    p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
-          "present (kubectl -n NAMESPACE get endpoints SERVICE). `breakglass revert` checks the endpoints when it "
-          "can reach the API.")
 
 
 def _check_backends(p: Prompter, a: planner.Access, services: list[str]) -> None:

@@ -73,7 +73,7 @@ def story() -> None:
         print("".join(open(report).readlines()[:12]).rstrip())
         run("revert", "--yes", "--etcd-endpoints", endpoint, state=state)
         after = etcd_dump(endpoint)
-        same = {k: v for k, v in after.items()} == {k: v for k, v in before.items()}
+        same = after == before
         print(f"\netcd after revert is byte-identical to the start: {same} ({len(after)} keys)")
         if not same:
             raise SystemExit("demo: etcd differs after revert")

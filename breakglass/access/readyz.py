@@ -76,6 +76,12 @@ def probe(url: str, timeout: float = 3.0) -> Readiness:
         return Readiness(url, False, False, None, [], f"not answering ({reason})")
 
 
+def waiting_text(states: list[Readiness]) -> str:
+    """One line for a progress display: who is not ready yet, and why."""
+    waiting = [f"{s.url.split('/readyz')[0]}: {s.detail}" for s in states if s.ready is False]
+    return "waiting for /readyz: " + ("; ".join(waiting)[:150] or "ready")
+
+
 def wait(urls: list[str], timeout: float, interval: float = 2.0, on_tick=None) -> list[Readiness]:
     """Poll until every apiserver is ready (or serving behind auth), or the timeout passes."""
     deadline = time.monotonic() + timeout
