@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from breakglass import planner
+from breakglass import planner, textfile
 from breakglass.errors import BadInput, Unreachable
 
 LISTS = {"webhook_config", "kind", "nodes", "plugins", "config_file", "apiserver", "ssh", "webhook"}
@@ -24,11 +24,9 @@ LISTS = {"webhook_config", "kind", "nodes", "plugins", "config_file", "apiserver
 def load_plan(path: str, allowed: set[str]) -> dict:
     import yaml  # noqa: PLC0415
 
+    text = textfile.read(path, "a YAML plan")
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except OSError as e:
-        raise BadInput(f"{path}: {e.strerror}") from None
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise BadInput(f"{path}: invalid YAML ({getattr(e, 'problem', None) or str(e).splitlines()[0]})") from None
     if not isinstance(doc, dict):

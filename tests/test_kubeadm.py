@@ -166,6 +166,16 @@ def test_local_manifest(tmp_path):
     assert path.read_bytes() == open(MANIFEST, "rb").read()
 
 
+def test_a_manifest_that_is_not_text_is_bad_input(tmp_path):
+    path = tmp_path / "kube-apiserver.yaml"
+    path.write_bytes(b"\xff\xfe" + open(MANIFEST, "rb").read())  # a UTF-16 BOM on UTF-8 text: not what kubelet reads
+    p = run_cli("recover", "--method", "kubeadm", "--manifest", str(path), "--yes", "--no-wait",
+                env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")})
+    assert p.returncode == 2 and b"not UTF-8 text" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert path.read_bytes()[:2] == b"\xff\xfe"
+
+
 def test_diagnose_over_ssh_reads_rotated_and_gzipped_pod_logs(sshd, tmp_path):
     pods = tmp_path / "pods"
     src = os.path.join(ROOT, "examples", "logs", "pods")

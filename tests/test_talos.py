@@ -183,6 +183,18 @@ def test_bad_nodes_change_nothing_anywhere(talos, setup, match, code):
     assert talos.docs("cp0") == _orig("v1.12-multidoc-overlap.yaml")  # the good node was not touched
 
 
+@pytest.mark.parametrize("content,match", [(b"\x96\xff" * 100, "not UTF-8 text"), (b"\x00\x01" * 100, "binary data"),
+                                           (None, "no such file")])
+def test_unreadable_config_files_are_bad_input(talos, tmp_path, content, match):
+    path = tmp_path / "controlplane.yaml"
+    if content is not None:
+        path.write_bytes(content)
+    p = talos.cli("recover", "--method", "talos", "--config-file", str(path), "--yes")
+    assert p.returncode == 2 and match in p.stderr.decode(), p.stderr
+    assert len(p.stderr.decode().strip().splitlines()) == 1
+    assert content is None or path.read_bytes() == content
+
+
 def test_a_node_failing_mid_apply_leaves_the_others_revertable(talos):
     for n in ("cp1", "cp2", "cp3"):
         talos.node(n, "v1.12-multidoc-overlap.yaml")

@@ -170,12 +170,17 @@ def test_plan_file_flags_win_and_dry_run(state, tmp_path):
 @pytest.mark.parametrize("content,match", [("method: teleport\n", "unknown method"),
                                            ("frobnicate: 1\n", "unknown option"),
                                            ("output: json\n", "not set from a plan"),
-                                           ("- a list\n", "a plan is a mapping")])
+                                           ("- a list\n", "a plan is a mapping"),
+                                           ("", "a plan is a mapping"),
+                                           ("method: [etcd\n", "invalid YAML"),
+                                           (b"\x96\xff" * 5000, "not UTF-8 text"),
+                                           (os.urandom(4000) + b"\x00", "binary data")])
 def test_bad_plans(state, tmp_path, content, match):
     plan = tmp_path / "plan.yaml"
-    plan.write_text(content)
+    plan.write_bytes(content if isinstance(content, bytes) else content.encode())
     p = _cli_state(state, "recover", "--plan", str(plan), "--dry-run")
     assert p.returncode == 2 and match in p.stderr.decode()
+    assert len(p.stderr.decode().strip().splitlines()) == 1
 
 
 def test_auto_takes_the_first_viable_option(state, tmp_path):

@@ -22,6 +22,7 @@ import re
 import shlex
 import time
 
+from breakglass import textfile
 from breakglass.errors import BadInput, PreconditionFailed, Unreachable
 from breakglass.journal import Run
 from breakglass.remedies import admission_flags as flags
@@ -164,17 +165,19 @@ class KubeadmFlags:
         plugins = flags.check_plugins(self.plugins)
         steps = []
         for host, node in self.nodes.items():
-            text = read_remote(node, self.manifest)
-            new, ch = edit(text.decode("utf-8"), plugins, f"{host}:{self.manifest}")
+            where = f"{host}:{self.manifest}"
+            raw = read_remote(node, self.manifest)
+            text = textfile.decode(raw, where, "a static pod manifest")
+            new, ch = edit(text, plugins, where)
             if not ch.changed:
                 self.skipped.append(host)
                 continue
-            diff = "".join(difflib.unified_diff(text.decode().splitlines(True), new.splitlines(True),
-                                                f"{host}:{self.manifest}", f"{host}:{self.manifest} (new)"))
+            diff = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True),
+                                                where, f"{where} (new)"))
             steps.append(Step(
-                id=f"s{len(steps) + 1}", target=f"{host}:{self.manifest}", action="edit",
-                summary=f"disable {','.join(plugins)} in {host}:{self.manifest}", diff=diff,
-                data={"host": host, "path": self.manifest, "before_sha": sha(text), "after_sha": sha(new.encode()),
+                id=f"s{len(steps) + 1}", target=where, action="edit",
+                summary=f"disable {','.join(plugins)} in {where}", diff=diff,
+                data={"host": host, "path": self.manifest, "before_sha": sha(raw), "after_sha": sha(new.encode()),
                       "after": new, "disable": ch.after.get(flags.DISABLE)}))
         return steps
 

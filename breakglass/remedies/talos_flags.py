@@ -18,6 +18,7 @@ import json
 import os
 from dataclasses import dataclass
 
+from breakglass import textfile
 from breakglass.access.talos import Talos
 from breakglass.errors import BadInput, PreconditionFailed
 from breakglass.journal import Run
@@ -52,11 +53,7 @@ class FileStore:
     kind = "file"
 
     def read(self, node: str) -> str:
-        try:
-            with open(node, encoding="utf-8") as f:
-                return f.read()
-        except OSError as e:
-            raise BadInput(f"{node}: {e.strerror}") from None
+        return textfile.read(node, "a Talos machine config")
 
     def check(self, node: str, patch: dict) -> None:
         apply_to_text(self.read(node), patch)

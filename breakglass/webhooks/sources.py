@@ -12,6 +12,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from breakglass import textfile
 from breakglass.errors import BadInput, Unreachable
 from breakglass.webhooks import codec, model
 from breakglass.webhooks.model import AdmissionConfig
@@ -65,19 +66,13 @@ def load_files(paths: list[str]) -> Inventory:
     inv = Inventory()
     whole_dirs = any(p != "-" and os.path.isdir(p) for p in paths)
     for path in _expand(paths):
-        try:
-            if path == "-":
-                import sys  # noqa: PLC0415
+        if path == "-":
+            import sys  # noqa: PLC0415
 
-                data, path = sys.stdin.buffer.read(), "<stdin>"
-            else:
-                with open(path, "rb") as f:
-                    data = f.read()
-        except OSError as e:
-            raise BadInput(f"{path}: {e.strerror.lower() if e.strerror else e}") from None
-        if b"\x00" in data[:8192]:
-            raise BadInput(f"{path}: binary data, not YAML or JSON")
-        text = data.decode("utf-8", "replace")
+            text = textfile.decode(sys.stdin.buffer.read(), "<stdin>", "YAML or JSON")
+            path = "<stdin>"
+        else:
+            text = textfile.read(path, "YAML or JSON")
         found = 0
         others: list[str] = []
         for i, doc in enumerate(_documents(text, path)):
