@@ -105,44 +105,74 @@ def wait_listening(proc: subprocess.Popen, port: int, seconds: float) -> str | N
     return "timed out"
 
 
-def _alive(pid: int) -> bool:
+MARKER = ".breakglass-sandbox"
+
+
+def _alive(pid: int, directory: str) -> bool:
+    """The sandbox's etcd still runs: the pid exists and is an etcd on this sandbox's data
+    directory, so a recycled pid never gets signalled."""
     try:
-        os.kill(pid, 0)
-        return True
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
     except OSError:
         return False
+    return _data_dir(directory).encode() in argv
+
+
+def _data_dir(directory: str) -> str:
+    return os.path.join(os.path.abspath(directory), "etcd-data")
+
+
+def _owned(directory: str) -> bool:
+    """Only a directory the sandbox made (or none, or an empty one) is ever removed."""
+    if not os.path.lexists(directory):
+        return True
+    if not os.path.isdir(directory) or os.path.islink(directory):
+        return False
+    return os.path.exists(os.path.join(directory, MARKER)) or not os.listdir(directory)
+
+
+def _refuse_foreign(directory: str) -> None:
+    if not _owned(directory):
+        raise BadInput(f"{directory} is not a breakglass sandbox directory; refusing to remove it",
+                       hint="choose an empty or new directory with --dir")
 
 
 def load(directory: str) -> Sandbox | None:
     try:
         with open(os.path.join(directory, "sandbox.json"), encoding="utf-8") as f:
             d = json.load(f)
-    except (OSError, ValueError):
+        return Sandbox(directory, str(d["endpoint"]), int(d["pid"]), dict(d["files"]))
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    return Sandbox(directory, d["endpoint"], d["pid"], d["files"])
 
 
 def status(directory: str) -> dict:
     sb = load(directory)
     if sb is None:
         return {"running": False, "dir": directory}
-    return {"running": _alive(sb.pid), "dir": directory, "endpoint": sb.endpoint, "pid": sb.pid, "files": sb.files,
-            "flags": sb.flags()}
+    return {"running": _alive(sb.pid, directory), "dir": directory, "endpoint": sb.endpoint, "pid": sb.pid,
+            "files": sb.files, "flags": sb.flags()}
 
 
 def up(directory: str, etcd_binary: str | None = None) -> Sandbox:
     existing = load(directory)
-    if existing and _alive(existing.pid):
+    if existing and _alive(existing.pid, directory):
         return existing
     binary = etcd_binary or shutil.which("etcd") or "/usr/bin/etcd"
     if not os.path.exists(binary):
         raise BadInput("etcd is not installed (Debian: apt-get install etcd-server; `make demo` installs it)")
-    shutil.rmtree(directory, ignore_errors=True)
-    os.makedirs(directory, mode=0o700)
+    _refuse_foreign(directory)
+    try:
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory, mode=0o700)
+        open(os.path.join(directory, MARKER), "w").close()
+    except OSError as e:
+        raise BadInput(f"{directory}: {(e.strerror or str(e)).lower()}") from None
     cport, pport = free_port(), free_port()
     endpoint = f"http://127.0.0.1:{cport}"
     with open(os.path.join(directory, "etcd.log"), "ab") as log:
-        proc = subprocess.Popen(etcd_command(binary, "sandbox", os.path.join(directory, "etcd-data"), endpoint, pport),
+        proc = subprocess.Popen(etcd_command(binary, "sandbox", _data_dir(directory), endpoint, pport),
                                 stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
     why = wait_listening(proc, cport, 20)
     if why:
@@ -196,13 +226,14 @@ def _files(directory: str) -> dict:
 
 
 def down(directory: str) -> bool:
+    _refuse_foreign(directory)
     sb = load(directory)
     was = False
-    if sb is not None and _alive(sb.pid):
+    if sb is not None and _alive(sb.pid, directory):
         was = True
         os.killpg(sb.pid, signal.SIGTERM)
         for _ in range(100):
-            if not _alive(sb.pid):
+            if not _alive(sb.pid, directory):
                 break
             time.sleep(0.05)
         else:

@@ -1,0 +1,74 @@
+"""The rehearsal sandbox: a real etcd it starts and stops, and nothing else it may touch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from breakglass import sandbox
+from tests.conftest import run_cli
+
+
+def test_up_status_down_with_a_real_etcd(tmp_path):
+    d = str(tmp_path / "sb")
+    p = run_cli("sandbox", "up", "--dir", d, "-o", "json")
+    assert p.returncode == 0, p.stderr
+    st = json.loads(p.stdout)["result"]
+    try:
+        assert st["running"] and st["flags"] == f"--etcd-endpoints {st['endpoint']}"
+        assert oct(os.stat(d).st_mode & 0o777) == "0o700"
+        again = json.loads(run_cli("sandbox", "up", "--dir", d, "-o", "json").stdout)["result"]
+        assert again["pid"] == st["pid"]  # idempotent: the same etcd
+        w = run_cli("webhooks", "--etcd-endpoints", st["endpoint"], "-o", "json")
+        names = sorted({r["configuration"] for r in json.loads(w.stdout)["result"]["rows"]})
+        assert names == ["cert-manager-webhook", "istio-sidecar-injector", "kyverno-resource-validating-webhook-cfg"]
+    finally:
+        down = run_cli("sandbox", "down", "--dir", d, "-o", "json")
+    assert down.returncode == 0 and json.loads(down.stdout)["result"]["stopped"] is True
+    assert not os.path.exists(d)
+    assert not os.path.exists(f"/proc/{st['pid']}") or b"etcd" not in open(f"/proc/{st['pid']}/cmdline", "rb").read()
+
+
+def test_a_directory_it_did_not_make_is_never_removed(tmp_path):
+    d = tmp_path / "home"
+    d.mkdir()
+    (d / "precious").write_text("keep me")
+    for cmd in ("up", "down"):
+        p = run_cli("sandbox", cmd, "--dir", str(d))
+        assert p.returncode == 2 and b"not a breakglass sandbox directory" in p.stderr, p.stderr
+    assert (d / "precious").read_text() == "keep me"
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    assert run_cli("sandbox", "down", "--dir", str(f)).returncode == 2 and f.exists()
+
+
+def test_a_recycled_pid_is_never_signalled(tmp_path):
+    d = tmp_path / "sb"
+    d.mkdir()
+    (d / sandbox.MARKER).touch()
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        (d / "sandbox.json").write_text(json.dumps({"endpoint": "http://127.0.0.1:1", "pid": other.pid, "files": {}}))
+        assert sandbox.status(str(d))["running"] is False
+        assert sandbox.down(str(d)) is False
+        assert other.poll() is None  # still running: it is not the sandbox's etcd
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_corrupt_state_file_reads_as_not_running(tmp_path):
+    d = tmp_path / "sb"
+    d.mkdir()
+    (d / sandbox.MARKER).touch()
+    for content in ("garbage", '{"endpoint": 1}', '{"endpoint": "x", "pid": "nope", "files": {}}', "[]"):
+        (d / "sandbox.json").write_text(content)
+        p = run_cli("sandbox", "status", "--dir", str(d), "-o", "json")
+        assert p.returncode == 0 and json.loads(p.stdout)["result"]["running"] is False, p.stderr
+    assert run_cli("sandbox", "down", "--dir", str(d)).returncode == 0 and not d.exists()
+
+
+def test_unwritable_place_is_bad_input():
+    p = run_cli("sandbox", "up", "--dir", "/proc/breakglass-sandbox")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
