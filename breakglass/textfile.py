@@ -15,10 +15,17 @@ def decode(data: bytes, path: str, what: str) -> str:
         raise BadInput(f"{path}: not UTF-8 text (byte {e.start}), not {what}") from None
 
 
+# Plans, manifests and machine configs are kilobytes; this only stops a wrong path (a disk image,
+# /dev/zero) from being read into memory whole.
+LIMIT = 64 << 20
+
+
 def read(path: str, what: str) -> str:
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(LIMIT + 1)
     except OSError as e:
         raise BadInput(f"{path}: {(e.strerror or str(e)).lower()}") from None
+    if len(data) > LIMIT:
+        raise BadInput(f"{path}: larger than {LIMIT >> 20} MiB, not {what}")
     return decode(data, path, what)
