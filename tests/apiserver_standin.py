@@ -52,6 +52,32 @@ def serve(lists: dict[str, dict], token: str):
         srv.shutdown()
 
 
+@contextlib.contextmanager
+def serve_readyz(codes: list[int], failing_hook: str):
+    """/readyz?verbose answering the given statuses in turn (then 200), with kube-apiserver's check
+    lines: a 500 names `failing_hook` as failed, as an apiserver stuck on a post-start hook does."""
+    answers = iter(codes)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            code = next(answers, 200)
+            body = (f"[+]ping ok\n[-]poststarthook/{failing_hook} failed: reason withheld\nreadyz check failed\n"
+                    if code == 500 else "[+]ping ok\nreadyz check passed\n").encode()
+            self.send_response(code)
+            self.end_headers()
+            self.wfile.write(body)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+
+
 # -- a stand-in with real TLS, real auth checks, and the real etcd as its storage ----------------------
 
 

@@ -7,13 +7,12 @@ import os
 import shutil
 import stat
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
 
 from breakglass.remedies import admission_flags as flags
+from tests.apiserver_standin import serve_readyz
 from tests.conftest import ROOT, run_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -277,31 +276,12 @@ def test_write_patch_only(talos, tmp_path):
 
 def test_waits_for_readyz_and_names_failing_hooks(talos):
     talos.node("cp1", "v1.12-multidoc-overlap.yaml")
-    answers = iter([500, 500, 200])
-
-    class H(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def do_GET(self):
-            code = next(answers, 200)
-            body = ("[+]ping ok\n[-]poststarthook/start-kubernetes-service-cidr-controller failed: reason withheld\n"
-                    "readyz check failed\n" if code == 500 else "[+]ping ok\nreadyz check passed\n").encode()
-            self.send_response(code)
-            self.end_headers()
-            self.wfile.write(body)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{srv.server_address[1]}"
+    with serve_readyz([500, 500, 200], "start-kubernetes-service-cidr-controller") as url:
         p = talos.cli("recover", "--method", "talos", "-n", "cp1", "--yes", "--apiserver", url, "--wait-timeout", "20")
         assert p.returncode == 0, p.stderr
         assert b": ready:" in p.stdout
         from breakglass.access import readyz
         assert readyz.parse("[+]ping ok\n[-]poststarthook/x failed: reason withheld\n")[1] == ["poststarthook/x"]
-    finally:
-        srv.shutdown()
 
 
 def test_generated_four_space_file_changes_only_the_lines_it_must(talos, tmp_path):

@@ -86,30 +86,11 @@ def test_planner_orders_options_and_explains_missing_access():
 
 
 def test_waiting_for_readyz_shows_progress_and_the_failing_hooks():
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from tests.apiserver_standin import serve_readyz
 
-    answers = iter([500, 200])
-
-    class H(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def do_GET(self):
-            code = next(answers, 200)
-            self.send_response(code)
-            self.end_headers()
-            self.wfile.write(b"[+]ping ok\n[-]poststarthook/start-service-ip-repair-controllers failed: reason withheld\n"
-                             if code == 500 else b"[+]ping ok\nreadyz check passed\n")
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{srv.server_address[1]}"
+    with serve_readyz([500], "start-service-ip-repair-controllers") as url:
         p = ScriptedPrompter([])
         wizard._wait_ready(p, "talos", planner.Access(talos_nodes=[url]), None)
-    finally:
-        srv.shutdown()
     ticks = [line for line in p.transcript if line.startswith("~ ")]
     assert "start-service-ip-repair-controllers" in ticks[0] and ticks[-1] == "~ waiting for /readyz: ready"
     assert p.transcript[-1] == f"  {url}/readyz?verbose: ready"
