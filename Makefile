@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(PY) bench/diagnose.py
 	$(PY) bench/etcd_list.py
 	$(PY) bench/etcd.py
+	$(PY) bench/triage.py
 
 clean:
 	rm -rf $(VENV) bench/.data .pytest_cache
