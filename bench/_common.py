@@ -32,6 +32,16 @@ def run(cmd: list[str], repeat: int = 3, stdin_path: str | None = None) -> tuple
     return statistics.median(times), rss, code
 
 
+def need(tool: str) -> str:
+    """The standard tool a benchmark compares against, or a one-line exit when it is missing."""
+    import shutil  # noqa: PLC0415
+
+    path = shutil.which(tool)
+    if not path:
+        raise SystemExit(f"{tool} is needed for the comparison (`make test` installs it)")
+    return path
+
+
 def report(name: str, ours: float, theirs: float, other: str, goal: str) -> None:
     print(f"{name}: breakglass {ours:.3f}s, {other} {theirs:.3f}s, ratio {ours / theirs:.2f}x ({goal})")
 

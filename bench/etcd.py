@@ -18,14 +18,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import BREAKGLASS, report, seeded_etcd  # noqa: E402
+from bench._common import BREAKGLASS, need, report, seeded_etcd  # noqa: E402
 from tests import etcd_server as es  # noqa: E402
 
 
 def main() -> int:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    etcdctl = shutil.which("etcdctl")
-    assert etcdctl, "etcdctl is needed for the comparison (Debian: etcd-client)"
+    etcdctl = need("etcdctl")
     srv, c, blobs, tmp = seeded_etcd(n)
     try:
         names = [k.decode().rsplit("/", 1)[-1] for k in blobs]

@@ -16,15 +16,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import BREAKGLASS, report, run, seeded_etcd  # noqa: E402
+from bench._common import BREAKGLASS, need, report, run, seeded_etcd  # noqa: E402
 from breakglass.webhooks import codec, sources  # noqa: E402
 from tests.test_codec import KYVERNO  # noqa: E402
 
 
 def main() -> int:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    etcdctl = shutil.which("etcdctl")
-    assert etcdctl, "etcdctl is needed for the comparison (Debian: etcd-client)"
+    etcdctl = need("etcdctl")
     srv, c, _, tmp = seeded_etcd(n, 50, 200, kinds=("validating", "mutating"))
     try:
         c.close()

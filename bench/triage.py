@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import BREAKGLASS, report, run, seeded_etcd  # noqa: E402
+from bench._common import BREAKGLASS, need, report, run, seeded_etcd  # noqa: E402
 
 
 def hung_port() -> tuple[socket.socket, int]:
@@ -34,9 +34,7 @@ def hung_port() -> tuple[socket.socket, int]:
 
 def main() -> int:
     for tool in ("kubectl", "etcdctl", "ssh"):
-        if not shutil.which(tool):
-            print(f"{tool} is needed for the comparison", file=sys.stderr)
-            return 2
+        need(tool)
     srv, c, blobs, tmp = seeded_etcd(0, 1)
     c.close()
     api_sock, api_port = hung_port()
