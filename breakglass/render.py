@@ -172,3 +172,31 @@ def runs(items) -> str:
     rows = [[r.run, r.kind, r.method or "-", r.status, str(len(r.steps))] for r in items]
     out = _table(["RUN", "KIND", "METHOD", "STATUS", "STEPS"], rows)
     return "\n".join(out)
+
+
+def leak_report(rep, verbose: bool = False) -> str:
+    if not rep.leaks:
+        return (f"no request carried a failed-open annotation ({len(rep.sources)} source(s) read)"
+                + (f"; {rep.lines_skipped} line(s) mentioning failed-open were not audit events"
+                   if rep.lines_skipped else ""))
+    out = [f"{len(rep.leaks)} request(s) admitted while a webhook failed open", ""]
+    for title, d in (("WEBHOOK", rep.by_webhook), ("RESOURCE", rep.by_resource), ("USER", rep.by_user)):
+        out += _table([title, "REQUESTS"], [[k or "-", str(v)] for k, v in list(d.items())[:10]]) + [""]
+    out.append("Failing-open windows:")
+    out += [f"  {w.start} .. {w.end}  {w.requests} request(s)  {', '.join(w.webhooks)}" for w in rep.windows]
+    out.append("")
+    shown = rep.leaks if verbose else rep.leaks[:20]
+    rows = [[x.time, x.user, x.verb, x.resource, x.namespace or "-", x.name or "-", ",".join(x.webhooks),
+             str(x.code if x.code is not None else "-")] for x in shown]
+    out += _table(["TIME", "USER", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CODE"], rows)
+    if len(shown) < len(rep.leaks):
+        out.append(f"... {len(rep.leaks) - len(shown)} more (-v for all, -o json or -o csv for scripts)")
+    out += ["", f"Re-check {len(rep.recheck)} object(s) written then and not deleted since "
+                "(-o recheck for a YAML list):"]
+    out += [f"  {r.kubectl}" for r in rep.recheck[:50]]
+    if len(rep.recheck) > 50:
+        out.append(f"  ... {len(rep.recheck) - 50} more")
+    if rep.unnamed_writes:
+        out.append(f"  {rep.unnamed_writes} admitted write(s) have no object name at this audit level "
+                   "(generateName creates logged at Metadata level): see -o json")
+    return "\n".join(out)
