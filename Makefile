@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(PY) bench/etcd_list.py
 	$(PY) bench/etcd.py
 	$(PY) bench/triage.py
+	$(PY) bench/leaks.py
 
 clean:
 	rm -rf $(VENV) bench/.data .pytest_cache

@@ -21,6 +21,7 @@ from typing import Iterable, Iterator
 
 from breakglass.errors import BadInput
 from breakglass.logs import sources as logsources
+from breakglass.logs.scanner import Finder
 
 _KEY = re.compile(r"^failed-open\.(validating|mutation)\.webhook\.admission\.k8s\.io/round_\d+_index_\d+$")
 _NEEDLE = b"failed-open."
@@ -90,33 +91,52 @@ def parse_time(text: str) -> datetime:
     return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
 
 
-def _lines_with(chunks: Iterable[bytes], needles: tuple[bytes, ...]) -> Iterator[bytes]:
-    """Whole lines holding any needle, across chunk boundaries; the rest is only searched, not split."""
+MAX_LINE = 64 << 20  # an audit event is kilobytes; a longer "line" is dropped so memory stays bounded
+
+
+def _lines_with(chunks: Iterable[bytes], finder) -> Iterator[bytes]:
+    """Whole lines holding any of the finder's literals, across chunk boundaries; the rest of the
+    log is only searched (one SIMD pass with Hyperscan), never split or copied."""
     rest = b""
     for chunk in chunks:
-        data = rest + chunk
-        end = data.rfind(b"\n")
-        if end < 0:
-            rest = data
+        first = chunk.find(b"\n")
+        if first < 0:
+            rest = rest + chunk if len(rest) + len(chunk) <= MAX_LINE else b""
             continue
-        rest = data[end + 1:]
-        yield from _hits(data, end, needles)
+        if rest:  # the line that straddles two chunks: the only bytes ever copied
+            head = rest + chunk[:first]
+            yield from _cut(head, finder.find(head, 0, len(head)), len(head))
+        else:
+            yield from _cut(chunk, finder.find(chunk, 0, first), first)
+        end = chunk.rfind(b"\n")
+        if end > first:
+            yield from _cut(chunk, finder.find(chunk, first + 1, end), end)
+        rest = chunk[end + 1:]
     if rest:
-        yield from _hits(rest + b"\n", len(rest), needles)
+        yield from _cut(rest, finder.find(rest, 0, len(rest)), len(rest))
 
 
-def _hits(data: bytes, end: int, needles: tuple[bytes, ...]) -> Iterator[bytes]:
-    starts = set()
-    for needle in needles:
-        i = data.find(needle, 0, end)
-        while i >= 0:
-            s = data.rfind(b"\n", 0, i) + 1
-            if s not in starts:
-                starts.add(s)
-            e = data.find(b"\n", i)
-            i = data.find(needle, e, end) if e >= 0 else -1
-    for s in sorted(starts):
-        yield data[s:data.find(b"\n", s)]
+def _cut(data: bytes, hits: list[int], end: int) -> Iterator[bytes]:
+    last = -1
+    for h in hits:
+        if h <= last:
+            continue  # another literal on a line already cut
+        s = data.rfind(b"\n", 0, h) + 1
+        e = data.find(b"\n", h, end)
+        last = end if e < 0 else e
+        yield data[s:last]
+
+
+def _ref_name(line: bytes) -> bytes | None:
+    """The name in a line's objectRef, by byte search (a regex or JSON costs more on every delete)."""
+    i = line.find(b'"objectRef":{')
+    if i < 0:
+        return None
+    close = line.find(b"}", i)
+    j = line.find(b'"name":"', i, close)
+    if j < 0:
+        return None
+    return line[j + 8:line.find(b'"', j + 8)]
 
 
 def _event(line: bytes) -> dict | None:
@@ -154,18 +174,21 @@ def _name(ev: dict, ref: dict) -> str:
 
 
 def scan(paths: list[str], since: str | None = None, until: str | None = None,
-         webhooks: list[str] | None = None, window_gap: float = 60.0, stdin=None) -> LeakReport:
+         webhooks: list[str] | None = None, window_gap: float = 60.0, stdin=None,
+         engine: str = "auto") -> LeakReport:
     t0 = parse_time(since) if since else None
     t1 = parse_time(until) if until else None
     wanted = set(webhooks or [])
     rep = LeakReport()
     seen: set[str] = set()
     writes: dict[tuple, Recheck] = {}
+    written: set[bytes] = set()  # names in `writes`, for the cheap test on delete lines
+    finder = Finder((_NEEDLE, _DELETE), engine)
     srcs = logsources.expand(paths, stdin)
     rep.sources = [s.name for s in srcs]
     for src in srcs:
-        for line in _lines_with(logsources.read_chunks(src), (_NEEDLE, _DELETE)):
-            if not writes and _NEEDLE not in line:
+        for line in _lines_with(logsources.read_chunks(src), finder):
+            if _NEEDLE not in line and _ref_name(line) not in written:
                 continue  # a delete matters only for an object that leaked in before it
             ev = _event(line)
             if ev is None:
@@ -218,6 +241,7 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
                 hooks = sorted(set(prev.webhooks if prev else []) | set(leak.webhooks))
                 writes[key] = Recheck(resource, leak.namespace, leak.name, when, hooks,
                                       _kubectl(resource, leak.namespace, leak.name))
+                written.add(leak.name.encode())
     _summarise(rep, window_gap)
     rep.recheck = sorted(writes.values(), key=lambda r: (r.resource, r.namespace, r.name))
     return rep

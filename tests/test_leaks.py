@@ -143,13 +143,30 @@ def test_gzip_rotated_sets_and_stdin_read_the_same(tmp_path, log):
     assert [r.name for r in leaks.scan([str(d)]).recheck] == [r.name for r in leaks.scan([str(log)]).recheck]
 
 
+@pytest.mark.parametrize("engine", ["python", "auto"])
 @pytest.mark.parametrize("size", [1, 7, 64, 333, 4096])
-def test_lines_split_across_chunks(log, size):
+def test_lines_split_across_chunks(log, size, engine):
+    from breakglass.logs.scanner import Finder
+    finder = Finder((b"failed-open.", b'"verb":"delete'), engine)
     data = log.read_bytes()
     chunks = [data[i:i + size] for i in range(0, len(data), size)]
-    whole = list(leaks._lines_with([data], (b"failed-open.", b'"verb":"delete')))
-    assert list(leaks._lines_with(chunks, (b"failed-open.", b'"verb":"delete'))) == whole
+    whole = list(leaks._lines_with([data], finder))
+    assert list(leaks._lines_with(chunks, finder)) == whole
+    assert whole == [line.encode() for line in story() if "failed-open." in line or '"verb":"delete' in line]
     assert len(whole) == 14
+
+
+def test_both_engines_agree(log):
+    assert leaks.scan([str(log)], engine="python") == leaks.scan([str(log)], engine="auto")
+
+
+def test_an_endless_line_does_not_grow_memory(monkeypatch):
+    from breakglass.logs.scanner import Finder
+    monkeypatch.setattr(leaks, "MAX_LINE", 1000)
+    chunks = [b"x" * 100] * 500 + [b"failed-open.\n" + event("a1", ann=fo()).encode() + b"\n"]
+    got = list(leaks._lines_with(chunks, Finder((b"failed-open.",), "python")))
+    assert len(got) == 2 and len(got[0]) < 1200  # the 50 kB line was cut, not held whole
+    assert leaks._event(got[1])["auditID"] == "a1"
 
 
 def test_last_line_without_newline(tmp_path):
@@ -196,3 +213,9 @@ def test_garbage_is_no_leak(tmp_path):
     p.write_text(noise + '{"verb":"delete" not json\n' + "failed-open. {not json}\n" * 10)
     rep = leaks.scan([str(p)])
     assert rep.leaks == [] and rep.lines_skipped == 10
+
+
+def test_ref_name_reads_only_the_objectref():
+    assert leaks._ref_name(event("d1", "delete", name="web-1").encode()) == b"web-1"
+    assert leaks._ref_name(b'{"objectRef":{"resource":"pods"},"responseObject":{"metadata":{"name":"x"}}}') is None
+    assert leaks._ref_name(b'{"verb":"delete","user":{"username":"a"}}') is None

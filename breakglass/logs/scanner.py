@@ -37,7 +37,7 @@ class RawRecord:
     text: bytes
 
 
-class _Finder:
+class Finder:
     """Offsets of every anchor occurrence in a buffer region."""
 
     def __init__(self, anchors: Sequence[bytes], engine: str = "auto") -> None:
@@ -102,7 +102,7 @@ def _is_wrapped_pair(buf: bytes, ps: int, pe: int, cur: bytes) -> bool:
 
 class Scanner:
     def __init__(self, anchors: Sequence[bytes], engine: str = "auto") -> None:
-        self._finder = _Finder(anchors, engine)
+        self._finder = Finder(anchors, engine)
         self.lines = 0  # lines in the last stream scanned, known once it is exhausted
 
     @property

@@ -1,0 +1,103 @@
+"""Benchmark `breakglass leaks` against grep (the floor) and a jq filter (what users write), same file, same run.
+
+The file: a generated audit log of ordinary traffic (gets, lists, watches, updates, deletes; Metadata and
+RequestResponse levels, RequestReceived and ResponseComplete stages) with a few thousand failed-open events
+in two konnectivity-rollout windows, and decoy annotations that only look similar.
+Goal (issue 9): within 2x of `grep -c failed-open`, and at least 10x faster than jq.
+Usage: python bench/leaks.py [GiB]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench._common import BREAKGLASS, DATA, need, report, run  # noqa: E402
+
+JQ = ('select(.stage == "ResponseComplete" and ((.annotations // {}) | keys | any(startswith('
+      '"failed-open.validating.webhook.admission.k8s.io/") or startswith("failed-open.mutation.webhook.admission.k8s.io/"))))'
+      ' | [.stageTimestamp, .user.username, .verb, .objectRef.resource, .objectRef.namespace, .objectRef.name,'
+      ' .responseStatus.code] | @csv')
+
+
+def _event(rnd: random.Random, i: int, ts: str, leak: bool) -> str:
+    verb = rnd.choice(["get", "get", "list", "watch", "update", "patch", "create", "delete"])
+    resource = rnd.choice(["pods", "configmaps", "leases", "endpointslices", "deployments", "secrets"])
+    ns = f"ns-{rnd.randrange(200)}"
+    name = f"{resource[:-1]}-{rnd.randrange(100000)}"
+    ann = {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": ""}
+    if leak:
+        verb = rnd.choice(["create", "update", "patch"])
+        ann["failed-open.validating.webhook.admission.k8s.io/round_0_index_0"] = "validation.gatekeeper.sh"
+    elif i % 997 == 0:  # decoys: the mutating invocation record, and a webhook-supplied key
+        ann["mutation.webhook.admission.k8s.io/round_0_index_0"] = (
+            '{"configuration":"gatekeeper-mutating","webhook":"mutation.gatekeeper.sh","mutated":false}')
+    e = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata",
+         "auditID": f"{i:08x}-6c1f-4a5b-9d7e-{rnd.getrandbits(48):012x}",
+         "stage": "ResponseComplete" if leak or i % 3 else "RequestReceived",
+         "requestURI": f"/api/v1/namespaces/{ns}/{resource}/{name}", "verb": verb,
+         "user": {"username": rnd.choice(["system:serviceaccount:kube-system:deployment-controller",
+                                          "system:node:worker-7", "alice@example.com", "system:kube-scheduler"]),
+                  "groups": ["system:authenticated"]},
+         "sourceIPs": ["10.0.3.17"], "userAgent": "kube-controller-manager/v1.34.1 (linux/amd64) kubernetes/abcdef0",
+         "objectRef": {"resource": resource, "namespace": ns, "name": name, "apiVersion": "v1"},
+         "responseStatus": {"metadata": {}, "code": 200},
+         "requestReceivedTimestamp": ts, "stageTimestamp": ts, "annotations": ann}
+    return json.dumps(e, separators=(",", ":"))
+
+
+def generate(path: str, size: int, leaks: int = 3000, seed: int = 9) -> None:
+    rnd = random.Random(seed)
+    pool = [_event(rnd, i, "2026-11-30T03:00:00.000000Z", False) for i in range(5000)]
+    avg = sum(len(x) + 1 for x in pool) / len(pool)
+    total = int(size / avg)
+    at = sorted(rnd.sample(range(total // 3, total // 3 + 40000), leaks // 2)
+                + rnd.sample(range(2 * total // 3, 2 * total // 3 + 40000), leaks - leaks // 2))
+    nxt = iter(at + [total + 1])
+    want = next(nxt)
+    with open(path, "w") as f:
+        buf = []
+        for i in range(total):
+            if i == want:
+                sec = i * 86400 // total
+                buf.append(_event(rnd, i, f"2026-11-30T{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}.5Z", True))
+                want = next(nxt)
+            else:
+                buf.append(pool[i % len(pool)])
+            if len(buf) >= 20000:
+                f.write("\n".join(buf) + "\n")
+                buf = []
+        if buf:
+            f.write("\n".join(buf) + "\n")
+
+
+def main() -> int:
+    gib = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
+    grep, jq = need("grep"), need("jq")
+    os.makedirs(DATA, exist_ok=True)
+    path = os.path.join(DATA, f"audit-{gib:g}g.log")
+    if not os.path.exists(path):
+        print(f"generating {gib:g} GiB audit log at {path} ...", flush=True)
+        generate(path + ".tmp", int(gib * (1 << 30)))
+        os.replace(path + ".tmp", path)
+    size = os.path.getsize(path)
+    run(["cat", path], repeat=1)  # warm the page cache for all three
+    g_t, _, code = run([grep, "-c", "failed-open", path])
+    assert code == 0, f"grep exited {code}"
+    b_t, b_rss, code = run([*BREAKGLASS, "leaks", "--audit-log", path, "-o", "csv"])
+    assert code == 3, f"breakglass exited {code}"
+    j_t, _, code = run([jq, "-r", JQ, path], repeat=1)
+    assert code == 0, f"jq exited {code}"
+    print(f"file: {size / (1 << 30):.2f} GiB")
+    report("leaks vs grep", b_t, g_t, "grep -c failed-open", "goal: <= 2x")
+    report("leaks vs jq", b_t, j_t, "jq select(...) | @csv", "goal: <= 0.1x")
+    print(f"peak RSS breakglass {b_rss / 1024:.0f} MB; throughput {size / b_t / (1 << 20):.0f} MiB/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
