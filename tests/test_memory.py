@@ -11,12 +11,9 @@ from tests import logbuild as lb
 from tests.conftest import ROOT
 
 
-def test_streaming_keeps_memory_flat():
-    noise = "".join(f"I0224 15:32:50.{i:06d}       1 httplog.go:134] \"HTTP\" verb=\"GET\" URI=\"/api/v1/pods\" resp=200\n"
-                    for i in range(5000))
-    block = (noise + lb.klog(lb.fail_closed("validate.kyverno.svc-fail", "connection refused")) + "\n").encode()
-    total = 512 << 20
-    proc = subprocess.Popen([sys.executable, "-m", "breakglass", "diagnose", "-", "-o", "json"], cwd=ROOT,
+def _stream(args: list[str], block: bytes, total: int) -> tuple[int, bytes, int]:
+    """Feed `total` bytes of `block` repeated to breakglass on stdin; (exit code, stdout, peak RSS KiB)."""
+    proc = subprocess.Popen([sys.executable, "-m", "breakglass", *args], cwd=ROOT,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def feed():
@@ -49,6 +46,24 @@ def test_streaming_keeps_memory_flat():
     proc.stderr.read()
     for t in threads:
         t.join()
-    assert proc.wait() == 3, out[-500:]
-    assert 0 < peak[0] < 100 * 1024, f"peak RSS {peak[0]} KiB"
+    return proc.wait(), out, peak[0]
+
+
+def test_streaming_keeps_memory_flat():
+    noise = "".join(f"I0224 15:32:50.{i:06d}       1 httplog.go:134] \"HTTP\" verb=\"GET\" URI=\"/api/v1/pods\" resp=200\n"
+                    for i in range(5000))
+    block = (noise + lb.klog(lb.fail_closed("validate.kyverno.svc-fail", "connection refused")) + "\n").encode()
+    code, out, peak = _stream(["diagnose", "-", "-o", "json"], block, 512 << 20)
+    assert code == 3, out[-500:]
+    assert 0 < peak < 100 * 1024, f"peak RSS {peak} KiB"
     assert b'"count": ' in out
+
+
+def test_leaks_keep_memory_flat():
+    from tests.test_leaks import event, fo
+    noise = "\n".join(event(f"n{i}", "get" if i % 8 else "delete", name=f"p{i}", code=200) for i in range(2000))
+    block = (noise + "\n" + event("leak-1", ann=fo()) + "\n").encode()
+    code, out, peak = _stream(["leaks", "--audit-log", "-", "-o", "json"], block, 256 << 20)
+    assert code == 3, out[-500:]
+    assert 0 < peak < 100 * 1024, f"peak RSS {peak} KiB"
+    assert out.count(b'"audit_id": "leak-1"') == 1  # the same event again and again is one leak
