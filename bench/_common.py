@@ -32,6 +32,17 @@ def run(cmd: list[str], repeat: int = 3, stdin_path: str | None = None) -> tuple
     return statistics.median(times), rss, code
 
 
+def generated(name: str, gib: float, generate) -> str:
+    """bench/.data/NAME-<gib>g.log, generated once (atomically) and reused by later runs."""
+    os.makedirs(DATA, exist_ok=True)
+    path = os.path.join(DATA, f"{name}-{gib:g}g.log")
+    if not os.path.exists(path):
+        print(f"generating {gib:g} GiB {name} log at {path} ...", flush=True)
+        generate(path + ".tmp", int(gib * (1 << 30)))
+        os.replace(path + ".tmp", path)
+    return path
+
+
 def need(tool: str) -> str:
     """The standard tool a benchmark compares against, or a one-line exit when it is missing."""
     import shutil  # noqa: PLC0415

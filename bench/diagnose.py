@@ -12,19 +12,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import BREAKGLASS, DATA, report, run  # noqa: E402
+from bench._common import BREAKGLASS, generated, report, run  # noqa: E402
 from bench.genlog import generate  # noqa: E402
 from breakglass.diagnose.signatures import ANCHORS  # noqa: E402
 
 
 def main() -> int:
     gib = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
-    os.makedirs(DATA, exist_ok=True)
-    path = os.path.join(DATA, f"apiserver-{gib:g}g.log")
-    if not os.path.exists(path):
-        print(f"generating {gib:g} GiB log at {path} ...", flush=True)
-        generate(path + ".tmp", int(gib * (1 << 30)))
-        os.replace(path + ".tmp", path)
+    path = generated("apiserver", gib, generate)
     size = os.path.getsize(path)
     pattern = "|".join(re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", a.decode()) for a in ANCHORS)
     grep = shutil.which("grep")

@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import BREAKGLASS, DATA, need, report, run  # noqa: E402
+from bench._common import BREAKGLASS, generated, need, report, run  # noqa: E402
 
 JQ = ('select(.stage == "ResponseComplete" and ((.annotations // {}) | keys | any(startswith('
       '"failed-open.validating.webhook.admission.k8s.io/") or startswith("failed-open.mutation.webhook.admission.k8s.io/"))))'
@@ -78,12 +78,7 @@ def generate(path: str, size: int, leaks: int = 3000, seed: int = 9) -> None:
 def main() -> int:
     gib = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
     grep, jq = need("grep"), need("jq")
-    os.makedirs(DATA, exist_ok=True)
-    path = os.path.join(DATA, f"audit-{gib:g}g.log")
-    if not os.path.exists(path):
-        print(f"generating {gib:g} GiB audit log at {path} ...", flush=True)
-        generate(path + ".tmp", int(gib * (1 << 30)))
-        os.replace(path + ".tmp", path)
+    path = generated("audit", gib, generate)
     size = os.path.getsize(path)
     run(["cat", path], repeat=1)  # warm the page cache for all three
     g_t, _, code = run([grep, "-c", "failed-open", path])
