@@ -1099,7 +1099,7 @@ def leaks(
 
       breakglass leaks --audit-log /var/log/kubernetes/audit/
 
-      breakglass leaks --audit-log audit.log.gz --since 2026-11-30T02:00:00Z -o csv
+      breakglass leaks --audit-log audit.log.gz --since 2026-11-30T02:00:00Z
 
       breakglass leaks --audit-log audit.log -o recheck > recheck.yaml
 
