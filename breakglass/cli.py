@@ -1070,9 +1070,13 @@ class LeakOutput(str, enum.Enum):
 
 @app.command()
 def leaks(
-    audit_log: Annotated[List[str], typer.Option(
+    audit_log: Annotated[Optional[List[str]], typer.Option(
         "--audit-log", help="kube-apiserver audit logs (JSON lines): files, .gz, directories of rotated files, "
-                            "or - for standard input. Repeatable.", show_default=False)],
+                            "or - for standard input. Repeatable.", show_default=False)] = None,
+    apiserver_log: Annotated[Optional[List[str]], typer.Option(
+        "--apiserver-log", help="Without audit logs: kube-apiserver's own logs, in any format diagnose reads. "
+                                "Names webhooks and causes; resources only from slow-call traces.",
+        show_default=False)] = None,
     since: Annotated[Optional[str], typer.Option(help="Only requests completed at or after this RFC 3339 time.",
                                                  show_default=False)] = None,
     until: Annotated[Optional[str], typer.Option(help="Only requests completed at or before this RFC 3339 time.",
@@ -1082,6 +1086,8 @@ def leaks(
     = None,
     window_gap: Annotated[float, typer.Option(
         min=1, help="Seconds without a leak that end a failing-open window.")] = 60.0,
+    year: Annotated[Optional[int], typer.Option(
+        min=1970, max=9999, help="With --apiserver-log: the year of klog timestamps (default: this year).")] = None,
     output: Annotated[LeakOutput, typer.Option(
         "--output", "-o", help="text for people; json or csv for every request; recheck for the YAML list of "
                                "objects to re-validate.")] = LeakOutput.text,
@@ -1095,6 +1101,10 @@ def leaks(
     per webhook, resource and user, the windows of failing open, and the objects still
     worth re-checking: written then and not deleted later.
 
+    Without audit logs, --apiserver-log counts the "failing open" warnings instead:
+    webhook, time and cause of each call, and the resource only where a slow-call
+    trace shows it.
+
     Examples:
 
       breakglass leaks --audit-log /var/log/kubernetes/audit/
@@ -1103,6 +1113,8 @@ def leaks(
 
       breakglass leaks --audit-log audit.log -o recheck > recheck.yaml
 
+      talosctl logs -k POD:kube-apiserver | breakglass leaks --apiserver-log -
+
     Exit code 3 when requests got in, 0 when none did.
     """
     err_output = Output.json if output is LeakOutput.json else Output.text
@@ -1110,7 +1122,18 @@ def leaks(
     def body() -> int:
         from breakglass import leaks as _leaks  # noqa: PLC0415
 
-        rep = _leaks.scan(list(audit_log), since, until, _split(webhook) or None, window_gap)
+        if bool(audit_log) == bool(apiserver_log):
+            raise BadInput("give --audit-log (every request, named) or --apiserver-log (when there is no audit "
+                           "log), not both" if audit_log else "no logs given: use --audit-log, or --apiserver-log "
+                           "when the cluster keeps no audit log")
+        if audit_log:
+            from breakglass.leaks.audit import scan  # noqa: PLC0415
+
+            rep = scan(list(audit_log), since, until, _split(webhook) or None, window_gap)
+        else:
+            from breakglass.leaks.apiserver import scan  # noqa: PLC0415
+
+            rep = scan(list(apiserver_log), since, until, _split(webhook) or None, window_gap, year=year)
         code = int(ExitCode.FOUND if rep.leaks else ExitCode.OK)
         if output is LeakOutput.csv:
             _leaks.to_csv(rep, sys.stdout)

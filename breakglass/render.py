@@ -175,28 +175,45 @@ def runs(items) -> str:
 
 
 def leak_report(rep, verbose: bool = False) -> str:
+    from_audit = rep.basis == "audit-log"
     if not rep.leaks:
+        if not from_audit:
+            return f"no webhook call failed open ({len(rep.sources)} source(s) read)"
         return (f"no request carried a failed-open annotation ({len(rep.sources)} source(s) read)"
                 + (f"; {rep.lines_skipped} line(s) mentioning failed-open were not audit events"
                    if rep.lines_skipped else ""))
-    out = [f"{len(rep.leaks)} request(s) admitted while a webhook failed open", ""]
-    for title, d in (("WEBHOOK", rep.by_webhook), ("RESOURCE", rep.by_resource), ("USER", rep.by_user)):
-        out += _table([title, "REQUESTS"], [[k or "-", str(v)] for k, v in list(d.items())[:10]]) + [""]
+    if from_audit:
+        out = [f"{len(rep.leaks)} request(s) admitted while a webhook failed open", ""]
+        tables = (("WEBHOOK", rep.by_webhook), ("RESOURCE", rep.by_resource), ("USER", rep.by_user))
+    else:
+        out = [f"{len(rep.leaks)} webhook call(s) failed open; {rep.traced} tied to a resource by a slow-call trace",
+               f"note: {rep.caveat}", ""]
+        tables = (("WEBHOOK", rep.by_webhook), ("CAUSE", rep.by_cause), ("RESOURCE", rep.by_resource))
+    unit = "REQUESTS" if from_audit else "CALLS"
+    for title, d in tables:
+        out += _table([title, unit], [[k or "-", str(v)] for k, v in list(d.items())[:10]]) + [""]
     out.append("Failing-open windows:")
-    out += [f"  {w.start} .. {w.end}  {w.requests} request(s)  {', '.join(w.webhooks)}" for w in rep.windows]
+    out += [f"  {w.start} .. {w.end}  {w.requests} {unit.lower()}  {', '.join(w.webhooks)}" for w in rep.windows]
     out.append("")
     shown = rep.leaks if verbose else rep.leaks[:20]
-    rows = [[x.time, x.user, x.verb, x.resource, x.namespace or "-", x.name or "-", ",".join(x.webhooks),
-             str(x.code if x.code is not None else "-")] for x in shown]
-    out += _table(["TIME", "USER", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CODE"], rows)
+    if from_audit:
+        rows = [[x.time, x.user, x.verb, x.resource, x.namespace or "-", x.name or "-", ",".join(x.webhooks),
+                 str(x.code if x.code is not None else "-")] for x in shown]
+        out += _table(["TIME", "USER", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CODE"], rows)
+    else:
+        rows = [[x.time or "-", x.verb or "?", x.resource or "?", x.namespace or "-", x.name or "-",
+                 ",".join(x.webhooks), x.cause, x.source] for x in shown]
+        out += _table(["TIME", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CAUSE", "LOG"], rows)
     if len(shown) < len(rep.leaks):
         out.append(f"... {len(rep.leaks) - len(shown)} more (-v for all, -o json or -o csv for scripts)")
     out += ["", f"Re-check {len(rep.recheck)} object(s) written then and not deleted since "
-                "(-o recheck for a YAML list):"]
+                "(-o recheck for a YAML list):" if from_audit else
+            f"Re-check {len(rep.recheck)} object(s) the traces name (-o recheck for a YAML list):"]
     out += [f"  {r.kubectl}" for r in rep.recheck[:50]]
     if len(rep.recheck) > 50:
         out.append(f"  ... {len(rep.recheck) - 50} more")
     if rep.unnamed_writes:
-        out.append(f"  {rep.unnamed_writes} admitted write(s) have no object name at this audit level "
-                   "(generateName creates logged at Metadata level): see -o json")
+        out.append(f"  {rep.unnamed_writes} admitted write(s) have no object name "
+                   + ("at this audit level (generateName creates logged at Metadata level): see -o json"
+                      if from_audit else "in the log (creates): find their audit-id in -o json"))
     return "\n".join(out)

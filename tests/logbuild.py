@@ -108,3 +108,33 @@ WRAPPERS = {
     "quoted-wrapped": lambda m: ticket_quote(hard_wrap(klog(m), 72)),
     "bare": lambda m: m,
 }
+
+
+# utiltrace (k8s.io/utils/trace): Trace.logTrace and writeTraceItemSummary, field by field.
+def handler_fields(audit_id: str, url: str, verb: str = "POST", resource: str = "pods") -> str:
+    """handlers/trace_util.go traceFields (1.27+): accept, audit-id, client, protocol, resource, scope, url,
+    user-agent, verb. The accept and user-agent values hold commas, spaces and parentheses, as real ones do."""
+    ua = "kube-controller-manager/v1.34.1 (linux/amd64) kubernetes/8e0d0c4/system:serviceaccount:kube-system:rs"
+    return (f"accept:application/vnd.kubernetes.protobuf, */*,audit-id:{audit_id},client:10.0.0.5,"
+            f"protocol:HTTP/2.0,resource:{resource},scope:namespace,url:{url},user-agent:{ua},verb:{verb}")
+
+
+def webhook_fields(cfg: str, hook: str, gvr: str = "/v1, Resource=pods", sub: str = "", op: str = "CREATE",
+                   uid: str = "5f0e8a64-2b1c-4c57-9f43-0d7c1e2a9b11") -> str:
+    """The dispatchers' "Call validating|mutating webhook" fields; gvr is GroupVersionResource.String()."""
+    return f"configuration:{cfg},webhook:{hook},resource:{gvr},subresource:{sub},operation:{op},UID:{uid}"
+
+
+def trace(n: int, name: str, fields: str, start: str, total_ms: int, nested: list[str] = ()) -> str:
+    """The message klog.Info gets: header, nested items, END. The buffer ends in a newline, so klog adds
+    none: the trailing newline is left to the caller's line join."""
+    out = f'Trace[{n}]: "{name}" {fields} ({start}) (total time: {total_ms}ms):'
+    for item in nested:
+        out += f"\nTrace[{n}]: {item}"
+    secs = f"{total_ms / 1000:.3f}s"
+    return out + f"\nTrace[{n}]: [{secs}] [{secs}] END"
+
+
+def nested_call(kind: str, fields: str, ms: int, tod: str) -> str:
+    """A nested trace as Trace.writeItem prints it (no steps over the threshold)."""
+    return f'["Call {kind} webhook" {fields} {ms}ms ({tod})]'

@@ -11,6 +11,8 @@ import os
 import pytest
 
 from breakglass import leaks
+from breakglass.leaks import audit
+from breakglass.logs import lines
 from breakglass.errors import BadInput
 from tests.conftest import run_cli
 
@@ -82,7 +84,7 @@ def log(tmp_path):
 
 
 def test_every_leak_once_with_its_fields(log):
-    rep = leaks.scan([str(log)])
+    rep = audit.scan([str(log)])
     assert [x.audit_id for x in rep.leaks] == ["a1", "a2", "a3", "a4", "m1", "a5"]
     a2 = rep.leaks[1]
     assert (a2.time, a2.user, a2.verb, a2.resource, a2.namespace, a2.name, a2.webhooks, a2.kind, a2.code) == (
@@ -94,7 +96,7 @@ def test_every_leak_once_with_its_fields(log):
 
 
 def test_summaries_and_windows(log):
-    rep = leaks.scan([str(log)])
+    rep = audit.scan([str(log)])
     assert rep.by_webhook == {GK: 6, "sidecar.istio.io": 1}
     assert list(rep.by_resource)[0] == "pods" and rep.by_resource["pods"] == 2
     assert rep.by_user == {"alice": 5, "bob": 1}
@@ -104,7 +106,7 @@ def test_summaries_and_windows(log):
 
 
 def test_recheck_skips_deleted_rejected_and_collapses_subresources(log):
-    rep = leaks.scan([str(log)])
+    rep = audit.scan([str(log)])
     got = [(r.resource, r.namespace, r.name) for r in rep.recheck]
     # p1 was deleted later; cm was rejected (403); p2's status patch re-checks p2
     assert got == [("deployments.apps", "prod", "web"), ("namespaces", "", "ns-new"), ("pods", "default", "p2"),
@@ -119,15 +121,15 @@ def test_a_write_after_the_delete_is_rechecked_again(tmp_path):
     p = tmp_path / "a.log"
     p.write_text("\n".join([event("a1", ann=fo()), event("d1", "delete", code=200, ts="2026-11-30T03:11:00Z"),
                             event("a2", ann=fo(), ts="2026-11-30T03:12:00Z")]) + "\n")
-    assert [r.name for r in leaks.scan([str(p)]).recheck] == ["p1"]
+    assert [r.name for r in audit.scan([str(p)]).recheck] == ["p1"]
 
 
 def test_filters(log):
-    assert [x.audit_id for x in leaks.scan([str(log)], since="2026-11-30T03:10:35Z",
+    assert [x.audit_id for x in audit.scan([str(log)], since="2026-11-30T03:10:35Z",
                                            until="2026-11-30T04:00:00Z").leaks] == ["a3", "a4", "m1"]
-    assert [x.audit_id for x in leaks.scan([str(log)], webhooks=["sidecar.istio.io"]).leaks] == ["m1"]
+    assert [x.audit_id for x in audit.scan([str(log)], webhooks=["sidecar.istio.io"]).leaks] == ["m1"]
     with pytest.raises(BadInput, match="not an RFC 3339 time"):
-        leaks.scan([str(log)], since="yesterday")
+        audit.scan([str(log)], since="yesterday")
 
 
 def test_gzip_rotated_sets_and_stdin_read_the_same(tmp_path, log):
@@ -137,10 +139,10 @@ def test_gzip_rotated_sets_and_stdin_read_the_same(tmp_path, log):
     # the audit log backend (lumberjack) rotates audit.log to audit-<time>.log, then gzips it
     (d / "audit-2026-11-30T03-30-00.000.log.gz").write_bytes(gzip.compress(("\n".join(lines[:7]) + "\n").encode()))
     (d / "audit.log").write_text("\n".join(lines[7:]) + "\n")
-    want = [x.audit_id for x in leaks.scan([str(log)]).leaks]
-    assert [x.audit_id for x in leaks.scan([str(d)]).leaks] == want
-    assert [x.audit_id for x in leaks.scan(["-"], stdin=io.BytesIO(log.read_bytes())).leaks] == want
-    assert [r.name for r in leaks.scan([str(d)]).recheck] == [r.name for r in leaks.scan([str(log)]).recheck]
+    want = [x.audit_id for x in audit.scan([str(log)]).leaks]
+    assert [x.audit_id for x in audit.scan([str(d)]).leaks] == want
+    assert [x.audit_id for x in audit.scan(["-"], stdin=io.BytesIO(log.read_bytes())).leaks] == want
+    assert [r.name for r in audit.scan([str(d)]).recheck] == [r.name for r in audit.scan([str(log)]).recheck]
 
 
 @pytest.mark.parametrize("engine", ["python", "auto"])
@@ -150,29 +152,29 @@ def test_lines_split_across_chunks(log, size, engine):
     finder = Finder((b"failed-open.", b'"verb":"delete'), engine)
     data = log.read_bytes()
     chunks = [data[i:i + size] for i in range(0, len(data), size)]
-    whole = list(leaks._lines_with([data], finder))
-    assert list(leaks._lines_with(chunks, finder)) == whole
+    whole = list(lines.lines_with([data], finder))
+    assert list(lines.lines_with(chunks, finder)) == whole
     assert whole == [line.encode() for line in story() if "failed-open." in line or '"verb":"delete' in line]
     assert len(whole) == 14
 
 
 def test_both_engines_agree(log):
-    assert leaks.scan([str(log)], engine="python") == leaks.scan([str(log)], engine="auto")
+    assert audit.scan([str(log)], engine="python") == audit.scan([str(log)], engine="auto")
 
 
 def test_an_endless_line_does_not_grow_memory(monkeypatch):
     from breakglass.logs.scanner import Finder
-    monkeypatch.setattr(leaks, "MAX_LINE", 1000)
+    monkeypatch.setattr(lines, "MAX_LINE", 1000)
     chunks = [b"x" * 100] * 500 + [b"failed-open.\n" + event("a1", ann=fo()).encode() + b"\n"]
-    got = list(leaks._lines_with(chunks, Finder((b"failed-open.",), "python")))
+    got = list(lines.lines_with(chunks, Finder((b"failed-open.",), "python")))
     assert len(got) == 2 and len(got[0]) < 1200  # the 50 kB line was cut, not held whole
-    assert leaks._event(got[1])["auditID"] == "a1"
+    assert audit._event(got[1])["auditID"] == "a1"
 
 
 def test_last_line_without_newline(tmp_path):
     p = tmp_path / "a.log"
     p.write_text(event("a1", ann=fo()))
-    assert [x.audit_id for x in leaks.scan([str(p)]).leaks] == ["a1"]
+    assert [x.audit_id for x in audit.scan([str(p)]).leaks] == ["a1"]
 
 
 def test_cli_text_json_csv_and_exit_codes(log, tmp_path):
@@ -211,11 +213,11 @@ def test_garbage_is_no_leak(tmp_path):
     rnd = random.Random(7)
     noise = "".join("".join(rnd.choices(string.printable[:94] + " ", k=80)) + "\n" for _ in range(200))
     p.write_text(noise + '{"verb":"delete" not json\n' + "failed-open. {not json}\n" * 10)
-    rep = leaks.scan([str(p)])
+    rep = audit.scan([str(p)])
     assert rep.leaks == [] and rep.lines_skipped == 10
 
 
 def test_ref_name_reads_only_the_objectref():
-    assert leaks._ref_name(event("d1", "delete", name="web-1").encode()) == b"web-1"
-    assert leaks._ref_name(b'{"objectRef":{"resource":"pods"},"responseObject":{"metadata":{"name":"x"}}}') is None
-    assert leaks._ref_name(b'{"verb":"delete","user":{"username":"a"}}') is None
+    assert audit._ref_name(event("d1", "delete", name="web-1").encode()) == b"web-1"
+    assert audit._ref_name(b'{"objectRef":{"resource":"pods"},"responseObject":{"metadata":{"name":"x"}}}') is None
+    assert audit._ref_name(b'{"verb":"delete","user":{"username":"a"}}') is None

@@ -1,0 +1,192 @@
+"""What a leak report holds, whichever log it was read from, and the summaries over it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+from breakglass.errors import BadInput
+
+WRITES = ("create", "update", "patch")
+
+
+@dataclass
+class Leak:
+    time: str
+    user: str
+    verb: str
+    resource: str  # resource[.group][/subresource]; "" when the log does not say
+    namespace: str
+    name: str
+    webhooks: list[str]
+    kind: str  # validating | mutating | both
+    code: int | None
+    audit_id: str
+    source: str
+    cause: str = ""  # apiserver logs: why the call failed (audit events do not say)
+
+
+@dataclass
+class Window:
+    start: str
+    end: str
+    requests: int
+    webhooks: list[str]
+
+
+@dataclass
+class Recheck:
+    resource: str
+    namespace: str
+    name: str
+    last_write: str
+    webhooks: list[str]
+    kubectl: str
+
+
+@dataclass
+class LeakReport:
+    basis: str = "audit-log"  # audit-log | apiserver-log
+    leaks: list[Leak] = field(default_factory=list)
+    by_webhook: dict[str, int] = field(default_factory=dict)
+    by_resource: dict[str, int] = field(default_factory=dict)
+    by_user: dict[str, int] = field(default_factory=dict)
+    by_cause: dict[str, int] = field(default_factory=dict)
+    windows: list[Window] = field(default_factory=list)
+    recheck: list[Recheck] = field(default_factory=list)
+    unnamed_writes: int = 0  # admitted writes whose object the log does not name
+    traced: int = 0  # apiserver logs: fail-open calls tied to a slow-call trace (resource, operation)
+    caveat: str = ""
+    lines_skipped: int = 0  # matched the byte search but were not audit events (truncated, other JSON)
+    sources: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def parse_time(text: str) -> datetime:
+    """RFC 3339 as audit events write it (MicroTime, 'Z'); also accepted for --since/--until."""
+    t = text.strip()
+    if t.endswith("Z"):
+        t = t[:-1] + "+00:00"
+    t = re.sub(r"(\.\d{6})\d+", r"\1", t)  # Python takes at most microseconds
+    try:
+        d = datetime.fromisoformat(t)
+    except ValueError:
+        raise BadInput(f"{text!r}: not an RFC 3339 time (e.g. 2026-11-30T03:10:00Z)") from None
+    return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+
+
+class TimeRange:
+    """--since/--until; a bound excludes whatever has no time."""
+
+    def __init__(self, since: str | None, until: str | None) -> None:
+        self.since = parse_time(since) if since else None
+        self.until = parse_time(until) if until else None
+
+    def __contains__(self, at: datetime | None) -> bool:
+        if self.since is None and self.until is None:
+            return True
+        return at is not None and not ((self.since and at < self.since) or (self.until and at > self.until))
+
+
+class Rechecks:
+    """The distinct objects written while a webhook failed open and not deleted since."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple, Recheck] = {}
+        self.names: set[bytes] = set()  # for a cheap byte test before parsing a delete
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def add(self, leak: Leak) -> bool:
+        """Record an admitted write; False when the log does not name its object."""
+        if not leak.name:
+            return False
+        resource = leak.resource.split("/", 1)[0]  # a write to pods/status re-checks the pod
+        key = (resource, leak.namespace, leak.name)
+        prev = self._items.get(key)
+        hooks = sorted(set(prev.webhooks if prev else []) | set(leak.webhooks))
+        self._items[key] = Recheck(resource, leak.namespace, leak.name, leak.time, hooks,
+                                   kubectl_get(resource, leak.namespace, leak.name))
+        self.names.add(leak.name.encode())
+        return True
+
+    def deleted(self, resource: str, namespace: str, name: str) -> None:
+        self._items.pop((resource, namespace, name), None)
+
+    def sorted(self) -> list[Recheck]:
+        return sorted(self._items.values(), key=lambda r: (r.resource, r.namespace, r.name))
+
+
+def admitted_write(leak: Leak) -> bool:
+    return leak.verb in WRITES and (leak.code is None or 200 <= leak.code < 300)
+
+
+def kubectl_get(resource: str, namespace: str, name: str) -> str:
+    ns = f" -n {namespace}" if namespace else ""
+    return f"kubectl get {resource} {name}{ns} -o yaml"
+
+
+def finish(rep: LeakReport, rechecks: Rechecks, gap: float) -> LeakReport:
+    """Fill in the summaries and the failing-open windows (runs of leaks less than ``gap`` seconds apart)."""
+    for leak in rep.leaks:
+        for w in leak.webhooks:
+            rep.by_webhook[w] = rep.by_webhook.get(w, 0) + 1
+        rep.by_resource[leak.resource] = rep.by_resource.get(leak.resource, 0) + 1
+        rep.by_user[leak.user] = rep.by_user.get(leak.user, 0) + 1
+        if leak.cause:
+            rep.by_cause[leak.cause] = rep.by_cause.get(leak.cause, 0) + 1
+    for d in (rep.by_webhook, rep.by_resource, rep.by_user, rep.by_cause):
+        ordered = sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))
+        d.clear()
+        d.update(ordered)
+    timed = []
+    for leak in rep.leaks:
+        try:
+            timed.append((parse_time(leak.time), leak))
+        except BadInput:
+            continue
+    timed.sort(key=lambda x: x[0])
+    cur: list = []
+    for at, leak in timed:
+        if cur and (at - cur[-1][0]).total_seconds() > gap:
+            rep.windows.append(_window(cur))
+            cur = []
+        cur.append((at, leak))
+    if cur:
+        rep.windows.append(_window(cur))
+    rep.recheck = rechecks.sorted()
+    return rep
+
+
+def _window(items: list) -> Window:
+    hooks = sorted({w for _, leak in items for w in leak.webhooks})
+    return Window(items[0][1].time, items[-1][1].time, len(items), hooks)
+
+
+CSV_FIELDS = ("time", "user", "verb", "resource", "namespace", "name", "webhooks", "kind", "code", "audit_id",
+              "cause")
+
+
+def to_csv(rep: LeakReport, out) -> None:
+    import csv  # noqa: PLC0415
+
+    w = csv.writer(out)
+    w.writerow(CSV_FIELDS)
+    for leak in rep.leaks:
+        d = asdict(leak)
+        d["webhooks"] = ";".join(leak.webhooks)
+        w.writerow([d[f] if d[f] is not None else "" for f in CSV_FIELDS])
+
+
+def recheck_yaml(rep: LeakReport) -> str:
+    """The objects to re-validate, as a YAML list a controller or policy engine can read."""
+    import yaml  # noqa: PLC0415
+
+    items = [{"resource": r.resource, "namespace": r.namespace or None, "name": r.name, "lastWrite": r.last_write,
+              "failedOpenWebhooks": r.webhooks} for r in rep.recheck]
+    return yaml.safe_dump({"apiVersion": "breakglass/v1alpha1", "kind": "RecheckList", "items": items},
+                          sort_keys=False)
