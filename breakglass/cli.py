@@ -214,7 +214,7 @@ def diagnose(
 
       breakglass diagnose /var/log/pods/kube-system_kube-apiserver-*/
 
-      talosctl -n 10.0.0.2 logs -k POD:kube-apiserver | breakglass diagnose
+      talosctl -n 10.0.0.2 logs -k kube-system/kube-apiserver-cp1:kube-apiserver | breakglass diagnose
 
       breakglass diagnose apiserver.log.gz ticket-paste.txt -o json
 
@@ -1113,7 +1113,7 @@ def leaks(
 
       breakglass leaks --audit-log audit.log -o recheck > recheck.yaml
 
-      talosctl logs -k POD:kube-apiserver | breakglass leaks --apiserver-log -
+      breakglass leaks --apiserver-log /var/log/pods/kube-system_kube-apiserver-*/
 
     Exit code 3 when requests got in, 0 when none did.
     """

@@ -188,7 +188,8 @@ def leak_report(rep, verbose: bool = False) -> str:
     else:
         out = [f"{len(rep.leaks)} webhook call(s) failed open; {rep.traced} tied to a resource by a slow-call trace",
                f"note: {rep.caveat}", ""]
-        tables = (("WEBHOOK", rep.by_webhook), ("CAUSE", rep.by_cause), ("RESOURCE", rep.by_resource))
+        tables = (("WEBHOOK", rep.by_webhook), ("CAUSE", rep.by_cause)) + (
+            (("RESOURCE", rep.by_resource),) if rep.traced else ())
     unit = "REQUESTS" if from_audit else "CALLS"
     for title, d in tables:
         out += _table([title, unit], [[k or "-", str(v)] for k, v in list(d.items())[:10]]) + [""]
@@ -206,6 +207,10 @@ def leak_report(rep, verbose: bool = False) -> str:
         out += _table(["TIME", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CAUSE", "LOG"], rows)
     if len(shown) < len(rep.leaks):
         out.append(f"... {len(rep.leaks) - len(shown)} more (-v for all, -o json or -o csv for scripts)")
+    if not from_audit and not rep.traced:
+        out += ["", "No call was slow enough to leave a trace: the audit log is the only record of which objects "
+                    "got in."]
+        return "\n".join(out)
     out += ["", f"Re-check {len(rep.recheck)} object(s) written then and not deleted since "
                 "(-o recheck for a YAML list):" if from_audit else
             f"Re-check {len(rep.recheck)} object(s) the traces name (-o recheck for a YAML list):"]

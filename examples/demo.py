@@ -81,6 +81,19 @@ def story() -> None:
         run("sandbox", "down", state=state, check=None)
 
 
+def leaks() -> None:
+    """The Gatekeeper story: what got in while the webhook failed open, from the audit log and without it."""
+    print("=" * 100)
+    print("The fail-open story: Gatekeeper ignored during a konnectivity-agent rollout; what got in?")
+    print("=" * 100)
+    audit = os.path.join(HERE, "audit", "gke-gatekeeper-rollout.audit.log")
+    state = os.devnull
+    run("leaks", "--audit-log", audit, state=state, check=3)
+    run("leaks", "--audit-log", audit, "-o", "recheck", state=state, check=3)
+    run("leaks", "--apiserver-log", os.path.join(HERE, "logs", "gke-gatekeeper-fail-open.jsonl"), state=state,
+        check=3)
+
+
 def main() -> int:
     bad = 0
     for name, want in EXAMPLES:
@@ -92,6 +105,7 @@ def main() -> int:
         print(f"\n(exit code {got})\n", flush=True)
         bad += got != want
     print(f"{len(EXAMPLES) - bad} of {len(EXAMPLES)} examples gave the documented exit code")
+    leaks()
     story()
     return 1 if bad else 0
 
