@@ -67,3 +67,17 @@ def test_leaks_keep_memory_flat():
     assert code == 3, out[-500:]
     assert 0 < peak < 100 * 1024, f"peak RSS {peak} KiB"
     assert out.count(b'"audit_id": "leak-1"') == 1  # the same event again and again is one leak
+
+
+def test_apiserver_log_leaks_keep_memory_flat():
+    """Request traces by the thousand (each header is kept only until 4,096 newer ones arrive) and one
+    fail-open warning per block: memory holds the warnings found, not the log."""
+    headers = "\n".join(lb.klog(lb.trace(i, "Update", lb.handler_fields(f"aid-{i}", f"/api/v1/namespaces/n/pods/p{i}",
+                                                                          "PUT"), "24-Feb-2026 15:32:50.000", 700),
+                                "I", "trace.go:236") for i in range(3000))
+    warn = lb.klog(lb.fail_open("validation.gatekeeper.sh", "EOF"), "W", "dispatcher.go:205")
+    block = (headers + "\n" + warn + "\n").encode()
+    code, out, peak = _stream(["leaks", "--apiserver-log", "-", "-o", "csv"], block, 256 << 20)
+    assert code == 3, out[-500:]
+    assert 0 < peak < 100 * 1024, f"peak RSS {peak} KiB"
+    assert out.count(b"validation.gatekeeper.sh") == -(-(256 << 20) // len(block))  # every block's warning, once
