@@ -47,11 +47,9 @@ _NESTED = re.compile(r'Trace\[(?P<n>\d+)\]:\s*\[\s*"Call\s*(?P<kind>validating|m
 _CALL = re.compile(r"^Call\s*(validating|mutating)\s*webhook$")
 _CALL_FIELDS = re.compile(r"configuration:(?P<cfg>[^,]*),\s*webhook:(?P<hook>[^,\s]*),\s*resource:(?P<gv>[^,]*),\s*"
                           r"Resource=(?P<res>[^,]*),\s*subresource:(?P<sub>[^,]*),\s*operation:(?P<op>[A-Z]*)")
-_AUDIT_ID = re.compile(r"(?:^|,)\s*audit-id:(?P<v>[^,\s]*)")
-_URL = re.compile(r"(?:^|,)\s*url:(?P<v>[^,\s]*)")
-_NAME = re.compile(r"(?:^|,)\s*name:(?P<v>[^,\s]*)")
-_NAMESPACE = re.compile(r"(?:^|,)\s*namespace:(?P<v>[^,\s]*)")
-_VERB = re.compile(r"(?:^|,)\s*verb:(?P<v>[A-Za-z]+)")
+# Handler trace fields that breakglass reads (namespace and name are there in some versions only).
+_FIELDS = {k: re.compile(r"(?:^|,)\s*" + k + r":(?P<v>[^,\s]*)") for k in ("audit-id", "url", "verb", "namespace",
+                                                                        "name")}
 _PATH = re.compile(r"^/(?:api/[^/]+|apis/(?P<group>[^/]+)/[^/]+)(?:/namespaces/(?P<ns>[^/]+)(?=/))?"
                    r"/(?P<res>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?/?$")
 _TIMEOUT = re.compile(r"[?&]timeout=(\d+(?:\.\d+)?)s")
@@ -213,11 +211,7 @@ def _traced_calls(rec, headers: _Headers) -> list[_Call]:
             continue
         if parent:
             fields = parent[1]
-            call.audit_id = _field(_AUDIT_ID, fields)
-            call.url = _field(_URL, fields)
-            call.verb = _field(_VERB, fields)
-            call.namespace = _field(_NAMESPACE, fields)
-            call.name = _field(_NAME, fields)
+            call.audit_id, call.url, call.verb, call.namespace, call.name = (_field(k, fields) for k in _FIELDS)
         out.append(call)
     return out
 
@@ -238,8 +232,8 @@ def _call(fields: str, kind: str, start: float, end: float) -> _Call | None:
     return _Call(m["hook"], kind, start, end, resource, m["op"].lower())
 
 
-def _field(pat: re.Pattern, fields: str) -> str:
-    m = pat.search(fields)
+def _field(key: str, fields: str) -> str:
+    m = _FIELDS[key].search(fields)
     return m["v"] if m else ""
 
 
