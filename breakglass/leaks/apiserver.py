@@ -116,11 +116,9 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
                                        ev.cause.detail if ev.cause else "panic", rec.location, _timed_out(ev)))
     rechecks = Rechecks()
     for op, call in _pair(opens, calls):
-        at = _iso(op.at) if op.at is not None else ""
-        if (wanted and op.webhook not in wanted) or (op.at is None and (span.since or span.until)) or (
-                op.at is not None and _utc(op.at) not in span):
+        if (wanted and op.webhook not in wanted) or (_utc(op.at) if op.at is not None else None) not in span:
             continue
-        leak = _leak(op, call, at)
+        leak = _leak(op, call, _iso(op.at) if op.at is not None else "")
         rep.leaks.append(leak)
         rep.traced += call is not None
         if admitted_write(leak) and not rechecks.add(leak):
