@@ -17,6 +17,7 @@ class ExitCode(IntEnum):
     FOUND = 3
     PRECONDITION = 4
     UNREACHABLE = 5
+    UNSUPPORTED = 6
     INTERRUPTED = 130
 
 
@@ -28,6 +29,8 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.FOUND: "diagnose or audit found a problem that needs action",
     ExitCode.PRECONDITION: "precondition failed: the target changed since it was read",
     ExitCode.UNREACHABLE: "cannot reach or authenticate to a target (etcd, SSH, Talos API, apiserver)",
+    ExitCode.UNSUPPORTED: "a capability this installation cannot load here (the offline bundle without native "
+                          "code for this platform)",
     ExitCode.INTERRUPTED: "interrupted; the journal says what was done",
 }
 
@@ -56,6 +59,11 @@ class PreconditionFailed(BreakglassError):
 class Unreachable(BreakglassError):
     exit_code = ExitCode.UNREACHABLE
     kind = "unreachable"
+
+
+class Unsupported(BreakglassError):
+    exit_code = ExitCode.UNSUPPORTED
+    kind = "unsupported"
 
 
 class Interrupted(BreakglassError):

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from breakglass.capability import load
 from breakglass.errors import BadInput, Unreachable
 
 PAGE = 500
@@ -109,10 +110,7 @@ class Etcd:
     def _connect(self):
         if self._client is not None:
             return self._client
-        try:
-            import pyetcd  # noqa: PLC0415 - pulls in grpc, which has native code
-        except ImportError as e:  # the offline bundle may lack the native gRPC module
-            raise Unreachable(f"etcd support is not installed here ({e.name} is missing)") from None
+        pyetcd = _pyetcd()
         creds = None
         if self.settings.secure:
             creds = _credentials(self.settings)
@@ -231,8 +229,7 @@ class Etcd:
         return {"path": os.path.abspath(path), "size": size, "sha256": digest}
 
     def _call(self, fn):
-        import grpc  # noqa: PLC0415
-        import pyetcd  # noqa: PLC0415
+        grpc, pyetcd = _grpc(), _pyetcd()
 
         where = ",".join(self.settings.endpoints)
         # With several endpoints the client marks a failed one and moves on: try each once.
@@ -272,7 +269,7 @@ def _tls_hint(s: EtcdSettings) -> str | None:
 
 
 def _credentials(s: EtcdSettings):
-    import grpc  # noqa: PLC0415
+    grpc = _grpc()
 
     def read(path: str | None) -> bytes | None:
         if not path:
@@ -294,3 +291,14 @@ def _prefix_end(prefix: bytes) -> bytes:
             return bytes(b)
         b.pop()
     raise ValueError("no range end for an all-0xff prefix")
+
+
+# gRPC has native code, which the offline bundle may not carry for this platform: say so in one line.
+def _grpc():
+    return load("grpc", "etcd access", "grpcio")
+
+
+def _pyetcd():
+    _grpc()
+    return load("pyetcd", "etcd access", "etcd-sdk-python and grpcio")
+

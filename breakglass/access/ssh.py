@@ -17,6 +17,7 @@ import socket
 import threading
 from dataclasses import dataclass, field
 
+from breakglass.capability import load
 from breakglass.errors import BadInput, Unreachable
 
 
@@ -55,7 +56,7 @@ class Node:
 
     # -- connecting ----------------------------------------------------------------------------
     def _lookup(self, host: str) -> dict:
-        import paramiko  # noqa: PLC0415
+        paramiko = load("paramiko", "SSH", "paramiko and cryptography")
 
         path = os.path.expanduser(self.options.config)
         cfg = paramiko.SSHConfig()
@@ -67,7 +68,7 @@ class Node:
         return cfg.lookup(host)
 
     def connect(self) -> Node:
-        import paramiko  # noqa: PLC0415
+        paramiko = load("paramiko", "SSH", "paramiko and cryptography")
 
         conf = self._lookup(self.host)
         hostname = conf.get("hostname", self.host)
