@@ -222,3 +222,16 @@ def leak_report(rep, verbose: bool = False) -> str:
                    + ("at this audit level (generateName creates logged at Metadata level): see -o json"
                       if from_audit else "in the log (creates): find their audit-id in -o json"))
     return "\n".join(out)
+
+
+def about(a) -> str:
+    out = [f"breakglass {a.breakglass}", f"python     {a.python} ({a.platform})"]
+    if a.bundle:
+        out.append(f"bundle     offline bundle, native code for {a.bundle}")
+    out.append("")
+    rows = [[x.name, x.version or "not installed", {True: "yes", False: "NO", None: ""}[x.loads], x.used_for]
+            for x in a.libraries]
+    out += _table(["LIBRARY", "VERSION", "LOADS", "FOR"], rows) + [""]
+    out += _table(["TOOL", "VERSION", "PATH"], [[t.name, t.version or "-", t.path or "not on PATH"] for t in a.tools])
+    return "\n".join(out)
+
