@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench system-deps clean
+.PHONY: demo test bench bundle system-deps clean
 
 $(STAMP): pyproject.toml scripts/bootstrap.sh
 	bash scripts/bootstrap.sh python
@@ -22,13 +22,19 @@ demo: $(STAMP)
 test: $(STAMP) system-deps
 	$(PY) -m pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP) bundle
 	$(PY) bench/startup.py
 	$(PY) bench/diagnose.py
 	$(PY) bench/etcd_list.py
 	$(PY) bench/etcd.py
 	$(PY) bench/triage.py
 	$(PY) bench/leaks.py
+	$(PY) bench/bundle.py
+
+# dist/breakglass.pyz: one file for python3 >= 3.10 on Linux x86_64 and aarch64, offline (see README)
+# (PYTHONS=3.11,3.12 MACHINES=x86_64 make bundle: a smaller file for fewer targets)
+bundle: $(STAMP)
+	$(PY) scripts/bundle.py $(if $(PYTHONS),--python $(PYTHONS)) $(if $(MACHINES),--machine $(MACHINES))
 
 clean:
-	rm -rf $(VENV) bench/.data .pytest_cache
+	rm -rf $(VENV) bench/.data .pytest_cache dist

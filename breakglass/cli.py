@@ -77,9 +77,9 @@ app = typer.Typer(
     name="breakglass",
     help="Bring a Kubernetes control plane back when admission webhooks have locked it up.",
     epilog="Exit codes: 0 ok/nothing found, 1 bug, 2 bad input, 3 problem found, 4 target changed, "
-           "5 unreachable, 130 interrupted.",
+           "5 unreachable, 6 unsupported here, 130 interrupted.",
     invoke_without_command=True,
-    add_completion=False,
+    add_completion=True,  # serves completions, and --install-completion; `breakglass completion SHELL` prints a script
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -1147,16 +1147,66 @@ def leaks(
 
 
 @app.command()
-def version(output: OutputOpt = Output.text) -> None:
-    """Print the version of breakglass.
+def version(
+    output: OutputOpt = Output.text,
+    short: Annotated[bool, typer.Option("--short", help="Only breakglass's own version.")] = False,
+) -> None:
+    """Print the versions of breakglass, its libraries, and the tools it found on PATH.
+
+    Libraries with native code (grpcio for etcd, cryptography for SSH, hyperscan)
+    are also imported, to say whether they load here; talosctl, kubectl, etcdctl
+    and ssh are asked for their client version. Paste it into bug reports.
 
     Examples:
 
+      breakglass version
+
       breakglass version -o json
+
+      breakglass version --short
     """
 
     def body() -> int:
-        _show(output, "Version", {"breakglass": __version__}, lambda: f"breakglass {__version__}")
+        if short:
+            _show(output, "Version", {"breakglass": __version__}, lambda: f"breakglass {__version__}")
+            return 0
+        from breakglass.about import collect  # noqa: PLC0415
+
+        about = collect()
+        _show(output, "Version", about.to_json(), lambda: _render().about(about))
+        return 0
+
+    _run(output, False, body)
+
+
+class Shell(str, enum.Enum):
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+
+
+@app.command()
+def completion(shell: Annotated[Shell, typer.Argument(help="bash, zsh or fish.")],
+               output: OutputOpt = Output.text) -> None:
+    """Print the shell completion script for bash, zsh or fish.
+
+    Commands, options and choices complete; the script asks breakglass itself,
+    so it stays right after an upgrade.
+
+    Examples:
+
+      breakglass completion bash > ~/.local/share/bash-completion/completions/breakglass
+
+      breakglass completion zsh > "${fpath[1]}/_breakglass"
+
+      breakglass completion fish > ~/.config/fish/completions/breakglass.fish
+    """
+
+    def body() -> int:
+        from typer._completion_shared import get_completion_script  # noqa: PLC0415
+
+        script = get_completion_script(prog_name="breakglass", complete_var="_BREAKGLASS_COMPLETE", shell=shell.value)
+        _show(output, "Completion", {"shell": shell.value, "script": script}, lambda: script)
         return 0
 
     _run(output, False, body)
@@ -1164,3 +1214,23 @@ def version(output: OutputOpt = Output.text) -> None:
 
 def main() -> None:
     app()
+
+
+def bundle_main() -> None:
+    """The offline bundle's entry: `kubectl breakglass` when installed as kubectl-breakglass."""
+    try:
+        if os.path.basename(sys.argv[0]).startswith("kubectl-breakglass"):
+            kubectl_main()
+        else:
+            app(prog_name="breakglass")
+    except ImportError as e:  # typer parses typed options with pydantic, whose core is compiled code
+        from breakglass.capability import unsupported  # noqa: PLC0415
+
+        err = unsupported("the command line", e.name or "a compiled module", e)
+        _emit_error(err.kind, str(err), int(err.exit_code), Output.text, err.hint)
+        raise SystemExit(int(err.exit_code)) from None
+
+
+def kubectl_main() -> None:
+    """`kubectl breakglass ...`: kubectl runs kubectl-breakglass from PATH; usage lines say what was typed."""
+    app(prog_name="kubectl breakglass")

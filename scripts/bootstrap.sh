@@ -21,6 +21,8 @@ case "${1:-}" in
     [ -x /usr/sbin/sshd ] || want+=(openssh-server)        # tests start a real sshd on loopback
     command -v ssh-keygen >/dev/null || want+=(openssh-client)
     command -v sudo >/dev/null || want+=(sudo)             # tests log in as a non-root user using sudo -n
+    command -v kubectl >/dev/null || want+=(kubernetes-client)  # the kubectl plugin test runs `kubectl breakglass`
+    command -v unshare >/dev/null || want+=(util-linux)    # the bundle test runs it with no network
     ;;
   *) echo "usage: $0 python|demo|test" >&2; exit 2 ;;
 esac

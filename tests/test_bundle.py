@@ -1,0 +1,163 @@
+"""The offline bundle (scripts/bundle.py): built for real from PyPI wheels, then run by a fresh virtual
+environment's python with nothing installed and, where the kernel allows, no network at all."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.test_etcd_remedy import _seed, _snapshot
+
+WORK = os.path.join(ROOT, "dist", ".wheels")  # downloaded wheels stay between runs, as with `make bundle`
+HOST = f"cp{sys.version_info.major}{sys.version_info.minor}-{os.uname().machine}"
+TALOS_LOG = os.path.join(ROOT, "examples", "logs", "talos-servicecidr-kyverno.log")
+
+
+def _build(out, *extra):
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bundle.py"), "--out", str(out),
+                        "--work", WORK, *extra], capture_output=True, text=True, timeout=1800)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    return _build(tmp_path_factory.mktemp("dist") / "breakglass.pyz")
+
+
+@pytest.fixture(scope="module")
+def clean_python(tmp_path_factory):
+    """A fresh virtual environment with nothing installed, not even pip."""
+    d = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(d)], check=True)
+    py = d / "bin" / "python"
+    listed = subprocess.run([str(py), "-c", "import sys; print([p for p in sys.path if 'site-packages' in p])"],
+                            capture_output=True, text=True, check=True).stdout
+    site = eval(listed)[0]  # noqa: S307 - our own child's repr of a list of paths
+    assert os.listdir(site) == [] or set(os.listdir(site)) <= {"_distutils_hack", "distutils-precedence.pth"}
+    return py
+
+
+def _run(py, pyz, *args, home, offline=False, env=None, target=None):
+    e = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
+         "BREAKGLASS_BUNDLE_CACHE": str(home / "cache"), "BREAKGLASS_STATE_DIR": str(home / "state"), **(env or {})}
+    if target:
+        e["BREAKGLASS_BUNDLE_FORCE_TARGET"] = target
+    cmd = [str(py), str(pyz), *args]
+    if offline and _can_unshare():
+        cmd = ["unshare", "--net", *cmd]  # a network namespace with no interfaces up: nothing to reach
+    return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=300, cwd=str(home))
+
+
+def _can_unshare():
+    return shutil.which("unshare") and subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0
+
+
+def test_bundle_carries_native_code_for_every_target(bundle):
+    with zipfile.ZipFile(bundle) as z:
+        manifest = json.loads(z.read("bundle.json"))
+        stored = {n[len("wheels/"):] for n in z.namelist() if n.startswith("wheels/")}
+        assert z.read("__main__.py") == open(os.path.join(ROOT, "scripts", "bundle_main.py"), "rb").read()
+    assert open(bundle, "rb").read(2) == b"#!" and os.access(bundle, os.X_OK)
+    targets = manifest["targets"]
+    assert set(targets) == {f"cp3{v}-{m}" for v in range(10, 15) for m in ("x86_64", "aarch64")}
+    for target, wheels in targets.items():
+        py, machine = target.split("-")
+        assert set(wheels) <= stored
+        grpc = [w for w in wheels if w.startswith("grpcio-")]
+        core = [w for w in wheels if w.startswith("pydantic_core-")]
+        assert len(grpc) == 1 and f"-{py}-{py}-" in grpc[0] and machine in grpc[0], (target, grpc)
+        assert len(core) == 1 and machine in core[0], (target, core)
+        assert any(w.startswith("cryptography-") and "abi3" in w and machine in w for w in wheels)
+        assert any(w.startswith("breakglass-") for w in wheels)
+        assert not any(w.startswith("hyperscan-") for w in wheels)  # left out on purpose (README)
+
+
+def test_runs_offline_from_a_clean_venv(bundle, clean_python, tmp_path):
+    p = _run(clean_python, bundle, "--help", home=tmp_path, offline=True)
+    assert p.returncode == 0 and "Usage: breakglass" in p.stdout, p.stderr[-2000:]
+    p = _run(clean_python, bundle, "diagnose", TALOS_LOG, "--year", "2026", home=tmp_path, offline=True)
+    assert p.returncode == 3, p.stderr[-2000:]
+    assert "BOOTSTRAP DEADLOCK" in p.stdout and "validate.kyverno.svc-fail" in p.stdout
+    p = _run(clean_python, bundle, "version", "-o", "json", home=tmp_path, offline=True)
+    about = json.loads(p.stdout)["result"]
+    assert about["bundle"] == HOST
+    libs = {x["name"]: x for x in about["libraries"]}
+    assert libs["grpcio"]["loads"] and libs["paramiko"]["loads"] and libs["hyperscan"]["version"] is None
+    # the second run uses the unpacked cache: one directory per target, complete
+    (cache,) = (tmp_path / "cache").iterdir()
+    assert sorted(x.name for x in cache.iterdir()) == [HOST] and (cache / HOST / ".complete").exists()
+
+
+def test_recover_etcd_dry_run_against_real_etcd(bundle, clean_python, tmp_path, etcd_clean):
+    _seed(etcd_clean)
+    before = _snapshot(etcd_clean)
+    p = _run(clean_python, bundle, "recover", "--method", "etcd", "-w",
+             "validating/kyverno-resource-validating-webhook-cfg", "--etcd-endpoints", etcd_clean.endpoint,
+             "--dry-run", home=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "/registry/validatingwebhookconfigurations/kyverno-resource-validating-webhook-cfg" in p.stdout
+    assert _snapshot(etcd_clean) == before  # a dry run
+
+
+def test_without_grpc_the_etcd_paths_say_so_and_the_rest_works(tmp_path, clean_python, etcd_clean):
+    slim = _build(tmp_path / "slim.pyz", "--python", f"{sys.version_info.major}.{sys.version_info.minor}",
+                  "--machine", os.uname().machine, "--exclude", "hyperscan,grpcio")
+    p = _run(clean_python, slim, "diagnose", TALOS_LOG, "--year", "2026", home=tmp_path, offline=True)
+    assert p.returncode == 3, p.stderr[-2000:]
+    p = _run(clean_python, slim, "recover", "--method", "etcd", "-w", "validating/x", "--etcd-endpoints",
+             etcd_clean.endpoint, "--dry-run", home=tmp_path)
+    assert p.returncode == 6, p.stderr[-2000:]
+    first = p.stderr.strip().splitlines()[0]
+    assert first.startswith("breakglass: error: etcd access needs grpcio, which cannot be loaded here")
+    assert "Traceback" not in p.stderr
+    p = _run(clean_python, slim, "etcd", "list", "--etcd-endpoints", etcd_clean.endpoint, home=tmp_path)
+    assert p.returncode == 6 and "grpcio" in p.stderr
+
+
+def test_a_python_without_native_code_gets_one_line(bundle, clean_python, tmp_path):
+    other = next(f"cp3{v}-{os.uname().machine}" for v in (10, 12) if f"cp3{v}" != HOST.split("-")[0])
+    p = _run(clean_python, bundle, "diagnose", TALOS_LOG, home=tmp_path, target=other)
+    assert p.returncode == 6 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert p.stderr.startswith("breakglass: error: the command line needs pydantic_core")
+    assert "CPython 3.10, 3.11, 3.12, 3.13, 3.14 on aarch64 and x86_64" in p.stderr
+
+
+def test_kubectl_plugin_and_krew_manifest(bundle, clean_python, tmp_path):
+    import yaml
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(clean_python)  # the bundle's shebang finds this python3 first
+    (bin_dir / "kubectl-breakglass").symlink_to(bundle)
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "make test installs kubectl (Debian kubernetes-client) for this test"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "BREAKGLASS_BUNDLE_CACHE": str(tmp_path / "c")}
+    p = subprocess.run([kubectl, "breakglass", "version", "--short"], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0 and p.stdout.startswith("breakglass "), p.stderr[-2000:]
+    p = subprocess.run([kubectl, "breakglass", "recover", "--no-such-flag"], env=env, capture_output=True, text=True)
+    assert p.returncode == 2 and "Usage: kubectl breakglass recover" in p.stderr
+
+    dist = bundle.parent
+    tgz = dist / "kubectl-breakglass.tar.gz"
+    doc = yaml.safe_load((dist / "breakglass.krew.yaml").read_text())
+    assert doc["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2" and doc["kind"] == "Plugin"
+    assert doc["metadata"]["name"] == "breakglass" and doc["spec"]["version"].startswith("v")
+    archs = {p["selector"]["matchLabels"]["arch"] for p in doc["spec"]["platforms"]}
+    assert archs == {"amd64", "arm64"}
+    for plat in doc["spec"]["platforms"]:
+        assert plat["sha256"] == hashlib.sha256(tgz.read_bytes()).hexdigest()
+        assert plat["uri"].endswith(f"/{doc['spec']['version']}/kubectl-breakglass.tar.gz")
+        assert plat["bin"] == "kubectl-breakglass"
+    with tarfile.open(tgz) as t:
+        member = t.getmember("kubectl-breakglass")
+        assert member.mode & 0o111 and t.extractfile(member).read() == bundle.read_bytes()
