@@ -161,3 +161,40 @@ def test_kubectl_plugin_and_krew_manifest(bundle, clean_python, tmp_path):
     with tarfile.open(tgz) as t:
         member = t.getmember("kubectl-breakglass")
         assert member.mode & 0o111 and t.extractfile(member).read() == bundle.read_bytes()
+
+
+def _other_pythons():
+    """Other CPython interpreters on this machine (pyenv's, Debian's), one per minor version."""
+    import glob
+    found = {}
+    for exe in sorted(glob.glob("/root/.pyenv/versions/3.*/bin/python3") + glob.glob("/usr/bin/python3.[0-9]*")):
+        if exe.endswith("-config"):
+            continue
+        p = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
+                           text=True)
+        if p.returncode == 0:
+            found.setdefault(p.stdout.strip(), exe)
+    found.pop(f"{sys.version_info.major}.{sys.version_info.minor}", None)
+    return sorted(found.items())
+
+
+OTHER_PYTHONS = _other_pythons()
+
+
+@pytest.mark.skipif(not OTHER_PYTHONS, reason="no other CPython on this machine (pyenv's are used where present)")
+@pytest.mark.parametrize("version,exe", OTHER_PYTHONS, ids=[v for v, _ in OTHER_PYTHONS])
+def test_every_python_on_this_machine_runs_it(bundle, version, exe, tmp_path, etcd_clean):
+    minor = int(version.split(".")[1])
+    p = _run(exe, bundle, "diagnose", TALOS_LOG, "--year", "2026", home=tmp_path, offline=True)
+    if minor < 10:
+        assert p.returncode == 2 and p.stderr == f"breakglass: error: needs Python 3.10 or newer, this is " \
+            f"{subprocess.run([exe, '-c', 'import platform; print(platform.python_version())'], capture_output=True, text=True).stdout.strip()}\n"
+        return
+    assert p.returncode == 3, p.stderr[-2000:]
+    about = json.loads(_run(exe, bundle, "version", "-o", "json", home=tmp_path).stdout)["result"]
+    assert about["bundle"] == f"cp3{minor}-{os.uname().machine}" and about["python"].startswith(version)
+    assert {x["name"]: x["loads"] for x in about["libraries"]}["grpcio"] is True
+    _seed(etcd_clean)
+    p = _run(exe, bundle, "recover", "--method", "etcd", "-w", "validating/policy-a", "--etcd-endpoints",
+             etcd_clean.endpoint, "--dry-run", home=tmp_path)
+    assert p.returncode == 0 and "/registry/validatingwebhookconfigurations/policy-a" in p.stdout, p.stderr[-2000:]
