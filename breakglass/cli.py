@@ -1217,9 +1217,13 @@ def main() -> None:
 
 
 def bundle_main() -> None:
-    """The offline bundle's entry: `kubectl breakglass` when installed as kubectl-breakglass."""
+    """The offline bundle's entry: `kubectl breakglass` when linked as kubectl-breakglass, its completion as
+    kubectl_complete-breakglass."""
+    name = os.path.basename(sys.argv[0])
     try:
-        if os.path.basename(sys.argv[0]).startswith("kubectl-breakglass"):
+        if name.startswith("kubectl_complete-breakglass"):
+            kubectl_complete_main()
+        elif name.startswith("kubectl-breakglass"):
             kubectl_main()
         else:
             app(prog_name="breakglass")
@@ -1229,6 +1233,31 @@ def bundle_main() -> None:
         err = unsupported("the command line", e.name or "a compiled module", e)
         _emit_error(err.kind, str(err), int(err.exit_code), Output.text, err.hint)
         raise SystemExit(int(err.exit_code)) from None
+
+
+def kubectl_complete_main() -> None:
+    """`kubectl breakglass <TAB>`: kubectl 1.26+ runs kubectl_complete-breakglass with the words typed so far
+    and reads cobra's format: one candidate per line (value, tab, help), then ':<directive>'."""
+    from typer._click.shell_completion import ShellComplete  # noqa: PLC0415 - typer's own completion engine
+
+    class _Cobra(ShellComplete):
+        name, source_template = "cobra", ""
+
+        def source_vars(self) -> dict:
+            return {}
+
+        def get_completion_args(self) -> tuple[list[str], str]:
+            args = sys.argv[1:]
+            return args[:-1], args[-1] if args else ""
+
+        def format_completion(self, item) -> str:
+            return f"{item.value}\t{item.help.splitlines()[0]}" if item.help else item.value
+
+    comp = _Cobra(typer.main.get_command(app), {}, "kubectl breakglass", "_BREAKGLASS_COMPLETE")
+    items = comp.get_completions(*comp.get_completion_args())
+    for item in items:
+        print(comp.format_completion(item))
+    print(":4" if items else ":0")  # 4: no file completion; 0: let the shell complete file names (log paths)
 
 
 def kubectl_main() -> None:

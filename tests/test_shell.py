@@ -61,3 +61,18 @@ def test_kubectl_runs_the_installed_plugin():
     assert p.returncode == 2 and p.stderr.startswith("breakglass: error: no logs given")
     p = subprocess.run([kubectl, "breakglass", "recover", "--bogus"], env=env, capture_output=True, text=True)
     assert p.returncode == 2 and "Usage: kubectl breakglass recover" in p.stderr
+
+
+def test_kubectl_plugin_completion_speaks_cobra():
+    exe = os.path.join(BIN, "kubectl_complete-breakglass")
+    out = subprocess.run([exe, "recover", "--method", ""], capture_output=True, text=True, timeout=60).stdout
+    assert out.splitlines() == ["kubeapi", "talos", "kubeadm", "etcd", ":4"]
+    out = subprocess.run([exe, "diagnose", ""], capture_output=True, text=True, timeout=60).stdout
+    assert out.splitlines()[-1] == ":0"  # log paths: the shell completes file names
+    kubectl = shutil.which("kubectl")
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    p = subprocess.run([kubectl, "__complete", "breakglass", "et"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    if "kubectl_complete-breakglass" not in p.stderr:
+        pytest.skip("this kubectl predates plugin completion (1.26); the direct call above is the test")
+    assert p.stdout.splitlines()[0].startswith("etcd\t") and p.stdout.splitlines()[-1] == ":4"
