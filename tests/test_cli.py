@@ -117,3 +117,23 @@ def test_readme_exit_code_table_matches_the_code():
 def test_version_json():
     p = run_cli("version", "-o", "json")
     assert p.returncode == 0 and json.loads(p.stdout)["result"]["breakglass"]
+
+
+def test_the_core_never_imports_the_ui_libraries():
+    """typer only in breakglass/cli/; questionary only in the prompter behind prompts.Prompter; rich nowhere."""
+    import ast
+    import glob
+    allowed = {"typer": ("cli/",), "questionary": ("prompts.py",), "rich": ()}
+    pkg = os.path.join(ROOT, "breakglass")
+    checked = 0
+    for path in glob.glob(os.path.join(pkg, "**", "*.py"), recursive=True):
+        rel = os.path.relpath(path, pkg)
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                top = name.split(".")[0]
+                if top in allowed:
+                    assert rel.startswith(allowed[top]), f"breakglass/{rel} imports {name}"
+                    checked += 1
+    assert checked > 10  # the CLI's own imports were seen, so the walk works

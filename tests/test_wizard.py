@@ -181,7 +181,7 @@ def test_auto_takes_the_first_viable_option(state, tmp_path):
 @pytest.mark.parametrize("name", ["etcd.yaml", "talos.yaml", "kubeadm.yaml", "kubeapi.yaml"])
 def test_example_plans_load(name):
     from breakglass import scripted
-    from breakglass.cli import recover
+    from breakglass.cli.recover import recover
     import inspect
     allowed = set(inspect.signature(recover).parameters) - {"plan", "auto"}
     plan = scripted.load_plan(os.path.join(ROOT, "examples", "plans", name), allowed)

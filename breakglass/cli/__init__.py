@@ -1,0 +1,73 @@
+"""The command line: a thin typer layer over the core.
+
+Commands parse options, call one core function, and hand its result object to ``render`` (text) or
+``envelope`` (JSON). ``_base`` holds what they share, including ``_run``, the one place errors become
+exit codes. Only this package imports typer. Each command module registers itself on ``app`` when
+imported.
+"""
+
+import os
+import sys
+
+import typer
+
+# Importing a command module registers its commands on ``app``, in the order of ``--help``.
+from breakglass.cli import wizard, diagnose, inventory, recover, etcd, sandbox, leaks, about  # isort: skip
+from breakglass.cli._base import Output, _emit_error, app
+
+COMMANDS = (wizard, diagnose, inventory, recover, etcd, sandbox, leaks, about)
+
+__all__ = ["app", "main", "bundle_main", "kubectl_main", "kubectl_complete_main"]
+
+
+def main() -> None:
+    app()
+
+
+def bundle_main() -> None:
+    """The offline bundle's entry: `kubectl breakglass` when linked as kubectl-breakglass, its completion as
+    kubectl_complete-breakglass."""
+    name = os.path.basename(sys.argv[0])
+    try:
+        if name.startswith("kubectl_complete-breakglass"):
+            kubectl_complete_main()
+        elif name.startswith("kubectl-breakglass"):
+            kubectl_main()
+        else:
+            app(prog_name="breakglass")
+    except ImportError as e:  # typer parses typed options with pydantic, whose core is compiled code
+        from breakglass.capability import unsupported  # noqa: PLC0415
+
+        err = unsupported("the command line", e.name or "a compiled module", e)
+        _emit_error(err.kind, str(err), int(err.exit_code), Output.text, err.hint)
+        raise SystemExit(int(err.exit_code)) from None
+
+
+def kubectl_complete_main() -> None:
+    """`kubectl breakglass <TAB>`: kubectl 1.26+ runs kubectl_complete-breakglass with the words typed so far
+    and reads cobra's format: one candidate per line (value, tab, help), then ':<directive>'."""
+    from typer._click.shell_completion import ShellComplete  # noqa: PLC0415 - typer's own completion engine
+
+    class _Cobra(ShellComplete):
+        name, source_template = "cobra", ""
+
+        def source_vars(self) -> dict:
+            return {}
+
+        def get_completion_args(self) -> tuple[list[str], str]:
+            args = sys.argv[1:]
+            return args[:-1], args[-1] if args else ""
+
+        def format_completion(self, item) -> str:
+            return f"{item.value}\t{item.help.splitlines()[0]}" if item.help else item.value
+
+    comp = _Cobra(typer.main.get_command(app), {}, "kubectl breakglass", "_BREAKGLASS_COMPLETE")
+    items = comp.get_completions(*comp.get_completion_args())
+    for item in items:
+        print(comp.format_completion(item))
+    print(":4" if items else ":0")  # 4: no file completion; 0: let the shell complete file names (log paths)
+
+
+def kubectl_main() -> None:
+    """`kubectl breakglass ...`: kubectl runs kubectl-breakglass from PATH; usage lines say what was typed."""
+    app(prog_name="kubectl breakglass")

@@ -1,0 +1,252 @@
+"""What every command shares: the typer app, the output and error contract, common options and helpers.
+
+Errors are mapped to exit codes in exactly one place, ``_run``. Core modules are imported inside
+functions so ``--help`` stays fast."""
+
+import enum
+import sys
+import traceback
+from typing import Any, Callable, List, Optional
+
+import typer
+from typing_extensions import Annotated
+
+from breakglass.errors import BadInput, BreakglassError, ExitCode
+
+
+class Output(str, enum.Enum):
+    text = "text"
+    json = "json"
+
+
+class Source(str, enum.Enum):
+    auto = "auto"
+    file = "file"
+    api = "api"
+    etcd = "etcd"
+
+
+class Severity(str, enum.Enum):
+    info = "info"
+    low = "low"
+    medium = "medium"
+    high = "high"
+    critical = "critical"
+
+
+class Engine(str, enum.Enum):
+    auto = "auto"
+    hyperscan = "hyperscan"
+    python = "python"
+
+
+OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="text for people, json for scripts.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Full evidence lines; tracebacks on bugs.")]
+StateDirOpt = Annotated[Optional[str], typer.Option(
+    help="Where runs are kept (default: $BREAKGLASS_STATE_DIR, else $XDG_STATE_HOME/breakglass).",
+    show_default=False)]
+TalosconfigOpt = Annotated[Optional[str], typer.Option(
+    help="talosconfig file (default: $TALOSCONFIG, then talosctl's own defaults).", show_default=False)]
+TalosContextOpt = Annotated[Optional[str], typer.Option("--talos-context", help="talosconfig context.",
+                                                        show_default=False)]
+TalosEndpointsOpt = Annotated[Optional[str], typer.Option(
+    "--talos-endpoints", "-e", help="Talos API endpoints (talosctl -e), comma-separated.", show_default=False)]
+TalosctlOpt = Annotated[str, typer.Option(help="The talosctl binary.")]
+SshUserOpt = Annotated[Optional[str], typer.Option(help="SSH user (default: ~/.ssh/config, else $USER).",
+                                                   show_default=False)]
+SshKeyOpt = Annotated[Optional[str], typer.Option(help="SSH private key (default: IdentityFile, agent).",
+                                                  show_default=False)]
+SshPortOpt = Annotated[Optional[int], typer.Option(help="SSH port (default: ~/.ssh/config, else 22).",
+                                                   show_default=False)]
+SshAcceptNewOpt = Annotated[bool, typer.Option(
+    help="Accept and record unknown host keys (OpenSSH accept-new); changed keys are always refused.")]
+SshConfigOpt = Annotated[str, typer.Option(help="OpenSSH client config to honour.")]
+KnownHostsOpt = Annotated[str, typer.Option(help="known_hosts file.")]
+EtcdViaSshOpt = Annotated[Optional[str], typer.Option(
+    help="Reach etcd on this node's 127.0.0.1:2379 through SSH; --etcd-cacert/--etcd-cert/--etcd-key are then "
+         "paths on the node (default: kubeadm's).", show_default=False)]
+
+
+
+app = typer.Typer(
+    name="breakglass",
+    help="Bring a Kubernetes control plane back when admission webhooks have locked it up.",
+    epilog="Exit codes: 0 ok/nothing found, 1 bug, 2 bad input, 3 problem found, 4 target changed, "
+           "5 unreachable, 6 unsupported here, 130 interrupted.",
+    invoke_without_command=True,
+    add_completion=True,  # serves completions, and --install-completion; `breakglass completion SHELL` prints a script
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _emit_error(err_type: str, message: str, code: int, output: Output, hint: str | None = None) -> None:
+    if output is Output.json:
+        from breakglass.envelope import dumps, error_envelope  # noqa: PLC0415
+
+        print(dumps(error_envelope(err_type, message, code, hint)))
+    print(f"breakglass: error: {message}", file=sys.stderr)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+
+
+def _run(output: Output, verbose: bool, body: Callable[[], int]) -> None:
+    """Run one command body; map every outcome to an exit code, never a traceback."""
+    try:
+        code = body()
+    except BreakglassError as e:
+        _emit_error(e.kind, str(e), int(e.exit_code), output, e.hint)
+        code = int(e.exit_code)
+    except KeyboardInterrupt:
+        _emit_error("interrupted", "interrupted", int(ExitCode.INTERRUPTED), output)
+        code = int(ExitCode.INTERRUPTED)
+    except BrokenPipeError:
+        sys.stderr.close()  # reader went away (| head): not an error worth a message
+        code = 0
+    except Exception as e:  # noqa: BLE001 - the one place bugs become exit 1
+        if verbose:
+            traceback.print_exc()
+        msg = f"unexpected {type(e).__name__}: {e}".splitlines()[0][:300]
+        _emit_error("failure", msg, int(ExitCode.FAILURE), output,
+                    None if verbose else "rerun with --verbose for the traceback, and please report it")
+        code = int(ExitCode.FAILURE)
+    raise typer.Exit(code)
+
+
+def _progress_line(source: str, done: int) -> None:
+    print(f"\rreading {source}: {done >> 20} MiB", end="", file=sys.stderr, flush=True)
+
+
+def _render():
+    from breakglass import render  # noqa: PLC0415 - text rendering is only needed for text output
+
+    return render
+
+
+def _show(output: Output, kind: str, result: Any, text: Callable[[], str], code: int = 0,
+          warnings: list[str] | None = None) -> None:
+    """Print a result as the versioned JSON envelope or as text."""
+    if output is Output.json:
+        _print_json(kind, result, code, warnings or [])
+    else:
+        print(text())
+
+
+def _print_json(kind: str, result: Any, code: int, warnings: list[str]) -> None:
+    from breakglass.envelope import dumps, envelope  # noqa: PLC0415
+
+    print(dumps(envelope(kind, result, code, warnings)))
+
+
+# -- where admission configurations come from (shared by webhooks and audit) -------------------
+FileOpt = Annotated[Optional[List[str]], typer.Option(
+    "--file", "-f", help="YAML or JSON file (kubectl get -o yaml, List, multi-document). Repeatable.",
+    show_default=False)]
+SourceOpt = Annotated[Source, typer.Option(
+    help="Where to read: file (with --file), api (kubeconfig), etcd; auto picks file if --file is given, "
+         "etcd if --etcd-endpoints is, else api.")]
+KubeconfigOpt = Annotated[Optional[str], typer.Option(help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config).",
+                                                      show_default=False)]
+ContextOpt = Annotated[Optional[str], typer.Option(help="kubeconfig context.", show_default=False)]
+EtcdEndpointsOpt = Annotated[Optional[str], typer.Option(
+    help="etcd endpoints, comma-separated (default: $ETCDCTL_ENDPOINTS, 127.0.0.1:2379).", show_default=False)]
+EtcdCacertOpt = Annotated[Optional[str], typer.Option(help="etcd CA file (default: $ETCDCTL_CACERT).",
+                                                      show_default=False)]
+EtcdCertOpt = Annotated[Optional[str], typer.Option(help="etcd client certificate (default: $ETCDCTL_CERT).",
+                                                    show_default=False)]
+EtcdKeyOpt = Annotated[Optional[str], typer.Option(help="etcd client key (default: $ETCDCTL_KEY).",
+                                                   show_default=False)]
+EtcdPrefixOpt = Annotated[str, typer.Option(help="kube-apiserver --etcd-prefix.")]
+TimeoutOpt = Annotated[Optional[float], typer.Option(
+    min=0.1, help="Seconds to wait for the API or etcd (default: 10, or $ETCDCTL_COMMAND_TIMEOUT).",
+    show_default=False)]
+TargetOpt = Annotated[Optional[str], typer.Option(
+    help="Kubernetes version to audit for, e.g. 1.33 (default: the newest rules).", show_default=False)]
+
+
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show exactly what would change; change nothing.")]
+
+
+def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout, via_ssh=None,
+                 ssh_options=None):
+    from breakglass.access.etcd import EtcdSettings  # noqa: PLC0415
+    from breakglass.recovery import EtcdTarget  # noqa: PLC0415
+    from breakglass.webhooks.sources import etcd_prefixes  # noqa: PLC0415
+
+    etcd_prefixes(etcd_prefix)  # validates it
+    if via_ssh:
+        from breakglass.access import etcd_ssh  # noqa: PLC0415
+        from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
+
+        from breakglass.access.etcd import _parse_endpoint  # noqa: PLC0415
+
+        # Through SSH, --etcd-endpoints is as seen from the node (default 127.0.0.1:2379).
+        remote_port = _parse_endpoint(etcd_endpoints.split(",")[0])[1] if etcd_endpoints else 2379
+        node = Node(via_ssh, ssh_options or SshOptions()).connect()
+        return EtcdTarget(etcd_ssh.tunnel(node, etcd_cacert, etcd_cert, etcd_key, timeout, remote_port), etcd_prefix)
+    return EtcdTarget(EtcdSettings.resolve(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, timeout), etcd_prefix)
+
+
+def _confirm(question: str, yes: bool) -> None:
+    """Ask before changing anything. Scripts pass --yes; without a terminal there is no asking."""
+    from breakglass.errors import Interrupted  # noqa: PLC0415
+
+    if yes:
+        return
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise BadInput("refusing to change anything without --yes: standard input is not a terminal")
+    answer = input(f"{question} Type yes to go on: ").strip().lower()
+    if answer != "yes":
+        raise Interrupted("aborted at the confirmation; nothing was changed")
+
+
+_spin_state = [0]
+
+
+def _spinner(states) -> None:
+    from breakglass.access import readyz  # noqa: PLC0415
+    from breakglass.prompts import SPIN  # noqa: PLC0415
+
+    _spin_state[0] += 1
+    print(f"\r\033[K{SPIN[_spin_state[0] % 4]} {readyz.waiting_text(states)}", end="", file=sys.stderr, flush=True)
+
+
+def _write_new(path: str, text: str) -> None:
+    try:
+        with open(path, "x", encoding="utf-8") as f:
+            f.write(text)
+    except FileExistsError:
+        raise BadInput(f"{path} exists; choose a new file") from None
+    except OSError as e:
+        raise BadInput(f"{path}: {e.strerror}") from None
+
+
+def _progress_bytes(done: int, total: int) -> None:
+    pct = 100 * done // total if total else 100
+    print(f"\rsnapshot: {done >> 20} / {total >> 20} MiB ({pct}%)", end="", file=sys.stderr, flush=True)
+
+
+def _talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout):
+    from breakglass.access.talos import Talos  # noqa: PLC0415
+
+    return Talos(talosctl=talosctl, talosconfig=talosconfig, context=talos_context,
+                 endpoints=[e for e in (talos_endpoints or "").split(",") if e], timeout=timeout or 60.0)
+
+
+def _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout):
+    from breakglass.access.ssh import SshOptions  # noqa: PLC0415
+
+    return SshOptions(user=ssh_user, port=ssh_port, key=ssh_key, accept_new=ssh_accept_new, config=ssh_config,
+                      known_hosts=known_hosts, timeout=timeout or 10.0)
+
+
+def _ssh_nodes(hosts: list[str], options) -> dict:
+    from breakglass.access.ssh import Node  # noqa: PLC0415
+
+    return {h: Node(h, options) for h in hosts}
+
+
+def _split(values) -> list[str]:
+    return [x.strip() for v in (values or []) for x in v.split(",") if x.strip()]

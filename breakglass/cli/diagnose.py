@@ -1,0 +1,113 @@
+"""`breakglass diagnose`."""
+
+import sys
+from typing import List, Optional
+
+import typer
+from typing_extensions import Annotated
+
+from breakglass.cli._base import (
+    app,
+    Engine,
+    KnownHostsOpt,
+    Output,
+    OutputOpt,
+    _progress_line,
+    _render,
+    _run,
+    _show,
+    _split,
+    _ssh_nodes,
+    _ssh_options,
+    SshAcceptNewOpt,
+    SshConfigOpt,
+    SshKeyOpt,
+    SshPortOpt,
+    SshUserOpt,
+    _talos,
+    TalosconfigOpt,
+    TalosContextOpt,
+    TalosctlOpt,
+    TalosEndpointsOpt,
+    VerboseOpt,
+)
+from breakglass.errors import BadInput, ExitCode
+
+
+@app.command()
+def diagnose(
+    logs: Annotated[Optional[List[str]], typer.Argument(
+        help="Log files, .gz files, directories (e.g. a copy of /var/log/pods/kube-system_kube-apiserver-*) "
+             "or - for standard input. Default: standard input when it is not a terminal.",
+        show_default=False)] = None,
+    output: OutputOpt = Output.text,
+    verbose: VerboseOpt = False,
+    max_evidence: Annotated[int, typer.Option(min=1, max=100, help="Evidence lines kept per finding.")] = 5,
+    year: Annotated[Optional[int], typer.Option(
+        min=1970, max=9999, help="Year for klog timestamps, which carry none (default: this year).")] = None,
+    scanner: Annotated[Engine, typer.Option(help="Line finder: hyperscan when installed, else python.")] = Engine.auto,
+    talos_node: Annotated[Optional[List[str]], typer.Option(
+        help="Read kube-apiserver's logs from these Talos nodes with `talosctl logs -k` (comma-separated).",
+        show_default=False)] = None,
+    talosconfig: TalosconfigOpt = None, talos_context: TalosContextOpt = None,
+    talos_endpoints: TalosEndpointsOpt = None, talosctl: TalosctlOpt = "talosctl",
+    ssh: Annotated[Optional[List[str]], typer.Option(
+        "--ssh", help="Read kube-apiserver's CRI logs from /var/log/pods on these hosts over SSH.",
+        show_default=False)] = None,
+    pods_dir: Annotated[str, typer.Option(help="With --ssh: kubelet's pod log directory on the hosts.")]
+    = "/var/log/pods",
+    ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
+    ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
+    known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
+) -> None:
+    """Name the admission deadlock in kube-apiserver logs.
+
+    Reads klog text, structured klog, JSON logging, CRI (/var/log/pods), talosctl and
+    kubectl prefixed output, journald exports and text pasted into tickets, detected
+    line by line, and reports which webhook blocks what, why, and the ways out.
+
+    Examples:
+
+      breakglass diagnose /var/log/pods/kube-system_kube-apiserver-*/
+
+      talosctl -n 10.0.0.2 logs -k kube-system/kube-apiserver-cp1:kube-apiserver | breakglass diagnose
+
+      breakglass diagnose apiserver.log.gz ticket-paste.txt -o json
+
+    Exit code 3 when something needs action, 0 when nothing was found.
+    """
+
+    def body() -> int:
+        from breakglass.diagnose.engine import Options, diagnose_paths  # noqa: PLC0415
+
+        paths = list(logs or [])
+        extra = []
+        if talos_node:
+            from breakglass.logs.remote import talos_sources  # noqa: PLC0415
+
+            extra = talos_sources(_talos(talosctl, talosconfig, talos_context, talos_endpoints, None),
+                                  _split(talos_node))
+        if ssh:
+            from breakglass.logs.remote import ssh_sources  # noqa: PLC0415
+
+            opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, None)
+            for node in _ssh_nodes(_split(ssh), opts).values():
+                extra += ssh_sources(node, pods_dir)
+        if not paths and not extra:
+            if sys.stdin is None or sys.stdin.isatty():
+                raise BadInput("no logs given: name files or directories, or pipe a log into standard input",
+                               hint="breakglass diagnose --help shows examples")
+            paths = ["-"]
+        progress = _progress_line if sys.stderr.isatty() else None
+        try:
+            diag, warnings = diagnose_paths(paths, Options(max_evidence=max_evidence, year=year,
+                                                           engine=scanner.value, progress=progress),
+                                        extra_sources=extra)
+        finally:
+            if progress:
+                print("\r\033[K", end="", file=sys.stderr, flush=True)
+        code = int(ExitCode.FOUND if diag.verdict.needs_action else ExitCode.OK)
+        _show(output, "Diagnosis", diag, lambda: _render().diagnosis(diag, warnings, verbose), code, warnings)
+        return code
+
+    _run(output, verbose, body)

@@ -1,0 +1,152 @@
+"""`breakglass webhooks` and `breakglass audit`: where admission configurations come from, and what they risk."""
+
+
+import typer
+from typing_extensions import Annotated
+
+from breakglass.cli._base import (
+    app,
+    ContextOpt,
+    _etcd_target,
+    EtcdCacertOpt,
+    EtcdCertOpt,
+    EtcdEndpointsOpt,
+    EtcdKeyOpt,
+    EtcdPrefixOpt,
+    EtcdViaSshOpt,
+    FileOpt,
+    KnownHostsOpt,
+    KubeconfigOpt,
+    Output,
+    OutputOpt,
+    _render,
+    _run,
+    Severity,
+    _show,
+    Source,
+    SourceOpt,
+    _ssh_options,
+    SshAcceptNewOpt,
+    SshConfigOpt,
+    SshKeyOpt,
+    SshPortOpt,
+    SshUserOpt,
+    TargetOpt,
+    TimeoutOpt,
+    VerboseOpt,
+)
+from breakglass.errors import ExitCode
+
+
+def _spec(files, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix,
+          timeout):
+    from breakglass.webhooks.sources import SourceSpec  # noqa: PLC0415
+
+    return SourceSpec(files=list(files or []), source=source.value, kubeconfig=kubeconfig, context=context,
+                      etcd_endpoints=etcd_endpoints, etcd_cacert=etcd_cacert, etcd_cert=etcd_cert,
+                      etcd_key=etcd_key, etcd_prefix=etcd_prefix, timeout=timeout)
+
+
+def _load_inventory(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key,
+                    etcd_prefix, timeout, etcd_via_ssh, ssh_opts):
+    from breakglass.webhooks import sources as _sources  # noqa: PLC0415
+
+    if etcd_via_ssh:
+        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout, etcd_via_ssh,
+                              ssh_opts)
+        etcd = target.connect()
+        try:
+            return _sources.load_etcd(etcd, etcd_prefix)
+        finally:
+            etcd.close()
+    return _sources.load(_spec(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key,
+                               etcd_prefix, timeout))
+
+
+@app.command()
+def webhooks(
+    file: FileOpt = None, source: SourceOpt = Source.auto, kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None, etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None,
+    etcd_cert: EtcdCertOpt = None, etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry",
+    timeout: TimeoutOpt = None, target_version: TargetOpt = None, etcd_via_ssh: EtcdViaSshOpt = None,
+    ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
+    ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
+    known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
+    output: OutputOpt = Output.text, verbose: VerboseOpt = False,
+) -> None:
+    """List admission webhooks and policies: what they intercept, how they fail, what backs them.
+
+    Reads files, the live API, or etcd directly when the apiserver is down (only the
+    admission key prefixes are read). BOOTSTRAP KINDS names the objects kube-apiserver
+    writes at start (or a cluster needs to recover) that the webhook sees.
+
+    Examples:
+
+      breakglass webhooks
+
+      kubectl get validatingwebhookconfigurations -o yaml | breakglass webhooks -f -
+
+      breakglass webhooks --etcd-endpoints https://10.0.0.2:2379 --etcd-cacert ca.crt --etcd-cert c.crt --etcd-key c.key
+    """
+
+    def body() -> int:
+        from breakglass.webhooks import listing as _listing  # noqa: PLC0415
+
+        inv = _load_inventory(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key,
+                              etcd_prefix, timeout, etcd_via_ssh,
+                              _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts,
+                                           timeout))
+        li = _listing.listing(inv, target_version)
+        _show(output, "WebhookList", li, lambda: _render().listing(li, inv.warnings), 0, inv.warnings)
+        return 0
+
+    _run(output, verbose, body)
+
+
+@app.command()
+def audit(
+    file: FileOpt = None, source: SourceOpt = Source.auto, kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None, etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None,
+    etcd_cert: EtcdCertOpt = None, etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry",
+    timeout: TimeoutOpt = None, target_version: TargetOpt = None,
+    fail_on: Annotated[Severity, typer.Option(help="Exit 3 when a risk of this severity or worse is found.")]
+    = Severity.high, etcd_via_ssh: EtcdViaSshOpt = None,
+    ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
+    ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
+    known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
+    output: OutputOpt = Output.text, verbose: VerboseOpt = False,
+) -> None:
+    """Audit admission webhooks and policies for deadlock risk, with the matchConditions fix.
+
+    Flags webhooks that fail closed on objects kube-apiserver writes at start
+    (ServiceCIDR, IPAddress, system Namespaces, PriorityClasses, RBAC, flow control, …)
+    or that a cluster needs to recover (Nodes, Leases), webhooks that intercept their own
+    pods, long timeouts and missing matchConditions. Run it before an upgrade with
+    --target-version.
+
+    Examples:
+
+      breakglass audit --target-version 1.33
+
+      breakglass audit -f examples/webhooks/kyverno-risky.yaml
+
+      breakglass audit --fail-on critical -o json     # in a CI pipeline
+    """
+
+    def body() -> int:
+        from breakglass.webhooks import audit as _audit  # noqa: PLC0415
+
+        _audit.parse_version(target_version)  # a bad version is bad input before any connection
+        inv = _load_inventory(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key,
+                              etcd_prefix, timeout, etcd_via_ssh,
+                              _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts,
+                                           timeout))
+        rep = _audit.audit(inv.configs, target_version)
+        worst = _audit.RANK[rep.worst] if rep.worst else -1
+        code = int(ExitCode.FOUND if worst >= _audit.RANK[fail_on.value] else ExitCode.OK)
+        _show(output, "AuditReport", rep, lambda: _render().audit_report(
+            rep, inv.warnings + [f"encrypted, not audited: {k}" for k in inv.opaque], verbose),
+            code, inv.warnings + inv.opaque)
+        return code
+
+    _run(output, verbose, body)

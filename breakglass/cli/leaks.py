@@ -1,0 +1,104 @@
+"""`breakglass leaks`: what got in while a webhook failed open."""
+
+import enum
+import sys
+from typing import List, Optional
+
+import typer
+from typing_extensions import Annotated
+
+from breakglass.cli._base import (
+    app,
+    Output,
+    _render,
+    _run,
+    _show,
+    _split,
+    VerboseOpt,
+)
+from breakglass.errors import BadInput, ExitCode
+
+
+class LeakOutput(str, enum.Enum):
+    text = "text"
+    json = "json"
+    csv = "csv"
+    recheck = "recheck"
+
+
+@app.command()
+def leaks(
+    audit_log: Annotated[Optional[List[str]], typer.Option(
+        "--audit-log", help="kube-apiserver audit logs (JSON lines): files, .gz, directories of rotated files, "
+                            "or - for standard input. Repeatable.", show_default=False)] = None,
+    apiserver_log: Annotated[Optional[List[str]], typer.Option(
+        "--apiserver-log", help="Without audit logs: kube-apiserver's own logs, in any format diagnose reads. "
+                                "Names webhooks and causes; resources only from slow-call traces.",
+        show_default=False)] = None,
+    since: Annotated[Optional[str], typer.Option(help="Only requests completed at or after this RFC 3339 time.",
+                                                 show_default=False)] = None,
+    until: Annotated[Optional[str], typer.Option(help="Only requests completed at or before this RFC 3339 time.",
+                                                 show_default=False)] = None,
+    webhook: Annotated[Optional[List[str]], typer.Option(
+        help="Only these webhooks (their names, e.g. validation.gatekeeper.sh). Repeatable.", show_default=False)]
+    = None,
+    window_gap: Annotated[float, typer.Option(
+        min=1, help="Seconds without a leak that end a failing-open window.")] = 60.0,
+    year: Annotated[Optional[int], typer.Option(
+        min=1970, max=9999, help="With --apiserver-log: the year of klog timestamps (default: this year).")] = None,
+    output: Annotated[LeakOutput, typer.Option(
+        "--output", "-o", help="text for people; json or csv for every request; recheck for the YAML list of "
+                               "objects to re-validate.")] = LeakOutput.text,
+    verbose: VerboseOpt = False,
+) -> None:
+    """List the requests admitted while a webhook was failing open.
+
+    Reads the failed-open.*.webhook.admission.k8s.io audit annotations kube-apiserver
+    writes when a webhook with failurePolicy Ignore could not be called. Reports every
+    such request (time, user, verb, resource, name, webhook, response code), summaries
+    per webhook, resource and user, the windows of failing open, and the objects still
+    worth re-checking: written then and not deleted later.
+
+    Without audit logs, --apiserver-log counts the "failing open" warnings instead:
+    webhook, time and cause of each call, and the resource only where a slow-call
+    trace shows it.
+
+    Examples:
+
+      breakglass leaks --audit-log /var/log/kubernetes/audit/
+
+      breakglass leaks --audit-log audit.log.gz --since 2026-11-30T02:00:00Z
+
+      breakglass leaks --audit-log audit.log -o recheck > recheck.yaml
+
+      breakglass leaks --apiserver-log /var/log/pods/kube-system_kube-apiserver-*/
+
+    Exit code 3 when requests got in, 0 when none did.
+    """
+    err_output = Output.json if output is LeakOutput.json else Output.text
+
+    def body() -> int:
+        from breakglass import leaks as _leaks  # noqa: PLC0415
+
+        if bool(audit_log) == bool(apiserver_log):
+            raise BadInput("give --audit-log (every request, named) or --apiserver-log (when there is no audit "
+                           "log), not both" if audit_log else "no logs given: use --audit-log, or --apiserver-log "
+                           "when the cluster keeps no audit log")
+        if audit_log:
+            from breakglass.leaks.audit import scan  # noqa: PLC0415
+
+            rep = scan(list(audit_log), since, until, _split(webhook) or None, window_gap)
+        else:
+            from breakglass.leaks.apiserver import scan  # noqa: PLC0415
+
+            rep = scan(list(apiserver_log), since, until, _split(webhook) or None, window_gap, year=year)
+        code = int(ExitCode.FOUND if rep.leaks else ExitCode.OK)
+        if output is LeakOutput.csv:
+            _leaks.to_csv(rep, sys.stdout)
+        elif output is LeakOutput.recheck:
+            print(_leaks.recheck_yaml(rep), end="")
+        else:
+            _show(err_output, "LeakReport", rep.to_json(), lambda: _render().leak_report(rep, verbose), code)
+        return code
+
+    _run(err_output, verbose, body)
