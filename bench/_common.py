@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,8 +47,6 @@ def generated(name: str, gib: float, generate) -> str:
 
 def need(tool: str) -> str:
     """The standard tool a benchmark compares against, or a one-line exit when it is missing."""
-    import shutil  # noqa: PLC0415
-
     path = shutil.which(tool)
     if not path:
         raise SystemExit(f"{tool} is needed for the comparison (`make test` installs it)")
@@ -57,11 +57,11 @@ def report(name: str, ours: float, theirs: float, other: str, goal: str) -> None
     print(f"{name}: breakglass {ours:.3f}s, {other} {theirs:.3f}s, ratio {ours / theirs:.2f}x ({goal})")
 
 
+@contextlib.contextmanager
 def seeded_etcd(unrelated: int, configs: int = 50, value_size: int = 150, kinds=("validating",)):
-    """A real etcd on loopback holding ``unrelated`` keys and ``configs`` webhook configurations.
-
-    Returns (server, raw client, {key: value} of the configurations, temp dir); the caller stops it.
-    """
+    """A real etcd on loopback holding ``unrelated`` keys and ``configs`` webhook configurations, for the
+    length of a ``with``: (server, raw client, {key: value} of the configurations, temp dir). It is
+    stopped and its directory removed however the benchmark ends."""
     import json as _json  # noqa: PLC0415
 
     from breakglass.webhooks import codec, sources  # noqa: PLC0415
@@ -71,23 +71,31 @@ def seeded_etcd(unrelated: int, configs: int = 50, value_size: int = 150, kinds=
     tmp = tempfile.mkdtemp()
     srv = es.start(tmp)
     c = es.raw_client(srv)
-    t0 = time.perf_counter()
-    batch = []
-    for i in range(unrelated):
-        batch.append((f"/registry/pods/ns-{i % 100}/pod-{i}".encode(), os.urandom(value_size)))
-        if len(batch) == 5000:
-            es.put_many(c, batch)
-            batch = []
-    es.put_many(c, batch)
-    blobs = {}
-    for i in range(configs):
-        o = _json.loads(_json.dumps(KYVERNO))
-        o["metadata"]["name"] = f"cfg-{i:02d}"
-        kind = kinds[i % len(kinds)]
-        if kind == "mutating":
-            o["kind"] = "MutatingWebhookConfiguration"
-        blobs[sources.etcd_key(kind, o["metadata"]["name"])] = codec.encode_value(o)
-    es.put_many(c, list(blobs.items()))
-    print(f"seeded {unrelated} unrelated keys and {configs} configurations in {time.perf_counter() - t0:.0f}s",
-          flush=True)
-    return srv, c, blobs, tmp
+    try:
+        t0 = time.perf_counter()
+        batch = []
+        for i in range(unrelated):
+            batch.append((f"/registry/pods/ns-{i % 100}/pod-{i}".encode(), os.urandom(value_size)))
+            if len(batch) == 5000:
+                es.put_many(c, batch)
+                batch = []
+        es.put_many(c, batch)
+        blobs = {}
+        for i in range(configs):
+            o = _json.loads(_json.dumps(KYVERNO))
+            o["metadata"]["name"] = f"cfg-{i:02d}"
+            kind = kinds[i % len(kinds)]
+            if kind == "mutating":
+                o["kind"] = "MutatingWebhookConfiguration"
+            blobs[sources.etcd_key(kind, o["metadata"]["name"])] = codec.encode_value(o)
+        es.put_many(c, list(blobs.items()))
+        print(f"seeded {unrelated} unrelated keys and {configs} configurations in {time.perf_counter() - t0:.0f}s",
+              flush=True)
+        yield srv, c, blobs, tmp
+    finally:
+        try:
+            c.close()
+        except Exception:  # noqa: BLE001 - closing twice is fine; a benchmark may have closed it already
+            pass
+        srv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)

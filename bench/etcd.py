@@ -11,7 +11,6 @@ Usage: python bench/etcd.py [unrelated-keys]
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -25,8 +24,7 @@ from tests import etcd_server as es  # noqa: E402
 def main() -> int:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     etcdctl = need("etcdctl")
-    srv, c, blobs, tmp = seeded_etcd(n)
-    try:
+    with seeded_etcd(n) as (srv, c, blobs, tmp):
         names = [k.decode().rsplit("/", 1)[-1] for k in blobs]
 
         def restore():
@@ -74,10 +72,6 @@ def main() -> int:
         mib = size / (1 << 20)
         print(f"snapshot ({mib:.0f} MiB): breakglass {b:.2f}s ({mib / b:.0f} MiB/s), etcdctl {e:.2f}s "
               f"({mib / e:.0f} MiB/s), throughput ratio {e / b:.2f}x of etcdctl (goal: >= 0.8x)")
-        c.close()
-    finally:
-        srv.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -10,7 +10,6 @@ Usage: python bench/etcd_list.py [unrelated-keys]
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 
@@ -24,8 +23,7 @@ from tests.test_codec import KYVERNO  # noqa: E402
 def main() -> int:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     etcdctl = need("etcdctl")
-    srv, c, _, tmp = seeded_etcd(n, 50, 200, kinds=("validating", "mutating"))
-    try:
+    with seeded_etcd(n, 50, 200, kinds=("validating", "mutating")) as (srv, c, _, _tmp):
         c.close()
 
         ours, rss, code = run([*BREAKGLASS, "webhooks", "--etcd-endpoints", srv.endpoint, "-o", "json"], repeat=5)
@@ -44,9 +42,6 @@ def main() -> int:
             codec.decode_value(blob)
         per = (time.perf_counter() - t0) / 2000
         print(f"decode: {per * 1e6:.0f} us per configuration ({len(blob)} bytes)")
-    finally:
-        srv.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
