@@ -168,7 +168,7 @@ def test_an_endless_line_does_not_grow_memory(monkeypatch):
     chunks = [b"x" * 100] * 500 + [b"failed-open.\n" + event("a1", ann=fo()).encode() + b"\n"]
     got = list(lines.lines_with(chunks, Finder((b"failed-open.",), "python")))
     assert len(got) == 2 and len(got[0]) < 1200  # the 50 kB line was cut, not held whole
-    assert audit._event(got[1])["auditID"] == "a1"
+    assert audit._view(audit._parse(got[1])).audit_id == "a1"
 
 
 def test_last_line_without_newline(tmp_path):
