@@ -66,6 +66,13 @@ def test_audit_example_says_what_its_readme_says():
     names = {r.name for r in rep.recheck}
     assert len(rep.recheck) == 25 and {"api", "debug-admin", "api-7d9c4-x2kqp", "sandbox-2"} <= names
     assert not {"feature-flags", "api-7d9c4-00001", "api-7d9c4-00002", "web-0"} & names  # refused, deleted, decoy
+    # the same requests as GKE's Cloud Logging records them (gcloud's JSON array): the same report
+    gke = scan([os.path.join(AUDIT, "gke-gatekeeper-rollout.cloud-logging.json")])
+    key = [(x.audit_id, x.user, x.verb, x.resource, x.namespace, x.name) for x in rep.leaks]
+    assert [(x.audit_id, x.user, x.verb, x.resource, x.namespace, x.name) for x in gke.leaks] == key
+    # a gRPC status has no 201: success reads as 200, and the refused create stays a 409
+    assert [x.code // 100 for x in gke.leaks] == [x.code // 100 for x in rep.leaks] and 409 in [x.code for x in gke.leaks]
+    assert gke.recheck == rep.recheck and gke.windows == rep.windows
     # the same window from the apiserver log of the same cluster: counted, not named
     logs = scan_apiserver([os.path.join(EX, "gke-gatekeeper-fail-open.jsonl")])
     assert len(logs.leaks) == 30 and logs.traced == 0
@@ -80,5 +87,5 @@ def test_audit_example_regenerates_identically(tmp_path):
     shutil.copytree(AUDIT, copy)
     subprocess.run([sys.executable, str(copy / "generate.py")], check=True)
     for name in os.listdir(AUDIT):
-        if name.endswith(".log"):
+        if name.endswith((".log", ".json")):
             assert (copy / name).read_bytes() == open(os.path.join(AUDIT, name), "rb").read()

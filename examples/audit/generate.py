@@ -104,9 +104,45 @@ def rollout() -> list[str]:
     return out
 
 
+_GRPC = {200: 0, 201: 0, 409: 6, 403: 7, 404: 5}
+
+
+def cloud_logging(line: str) -> dict:
+    """The same request as GKE's Cloud Logging records it: annotations become labels, the audit ID the
+    operation id, objectRef a resourceName, verb the end of methodName, the HTTP code a gRPC code."""
+    e = json.loads(line)
+    ref = e["objectRef"]
+    group = ref.get("apiGroup", "core")
+    path = [group, ref.get("apiVersion", "v1")] + (["namespaces", ref["namespace"]] if ref.get("namespace") else [])
+    path += [ref["resource"]] + ([ref["name"]] if ref.get("name") else []) + (
+        [ref["subresource"]] if ref.get("subresource") else [])
+    method = ".".join(["io.k8s"] + list(reversed(group.split(".")[:2] if group != "core" else ["core"]))
+                      + ["v1", ref["resource"]] + ([ref["subresource"]] if ref.get("subresource") else [])
+                      + [e["verb"]])
+    payload = {"@type": "type.googleapis.com/google.cloud.audit.AuditLog",
+               "authenticationInfo": {"principalEmail": e["user"]["username"]},
+               "methodName": method, "resourceName": "/".join(path), "serviceName": "k8s.io",
+               "requestMetadata": {"callerIp": e["sourceIPs"][0], "callerSuppliedUserAgent": e["userAgent"]},
+               "status": {"code": _GRPC[e["responseStatus"]["code"]]}}
+    if "responseObject" in e:
+        payload["response"] = {"@type": "core.k8s.io/v1.Pod", "metadata": e["responseObject"]["metadata"]}
+    last = e["stage"] == "ResponseComplete"
+    return {"protoPayload": payload, "insertId": e["auditID"][:8] + ("-2" if last else "-1"),
+            "resource": {"type": "k8s_cluster", "labels": {"cluster_name": "prod", "location": "europe-west1",
+                                                           "project_id": "example"}},
+            "timestamp": e["stageTimestamp"], "severity": "NOTICE",
+            "logName": "projects/example/logs/cloudaudit.googleapis.com%2Factivity",
+            "operation": {"id": e["auditID"], "producer": "k8s.io", "first": not last, "last": last},
+            "labels": e["annotations"]}
+
+
 def main() -> None:
+    lines = rollout()
     with open(os.path.join(HERE, "gke-gatekeeper-rollout.audit.log"), "w", encoding="utf-8") as f:
-        f.write("\n".join(rollout()) + "\n")
+        f.write("\n".join(lines) + "\n")
+    # as `gcloud logging read --format=json` prints it
+    with open(os.path.join(HERE, "gke-gatekeeper-rollout.cloud-logging.json"), "w", encoding="utf-8") as f:
+        f.write(json.dumps([cloud_logging(x) for x in lines], indent=2) + "\n")
 
 
 if __name__ == "__main__":
