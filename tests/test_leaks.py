@@ -221,3 +221,21 @@ def test_ref_name_reads_only_the_objectref():
     assert audit._ref_name(event("d1", "delete", name="web-1").encode()) == b"web-1"
     assert audit._ref_name(b'{"objectRef":{"resource":"pods"},"responseObject":{"metadata":{"name":"x"}}}') is None
     assert audit._ref_name(b'{"verb":"delete","user":{"username":"a"}}') is None
+
+
+def test_events_inside_shippers_records(tmp_path):
+    """The same event as CloudWatch (`aws logs filter-log-events`, pretty JSON with the event as a string),
+    Fluent Bit ({"log": ...}), Azure Monitor ({"log_s": ...}) and Vector ({"message": {...}}) carry it."""
+    ev = event("w1", ann=fo())
+    cloudwatch = json.dumps({"events": [{"logStreamName": "kube-apiserver-audit-1a2b", "timestamp": 1796008200000,
+                                         "message": ev, "ingestionTime": 1796008201000, "eventId": "3790"}]},
+                            indent=4)
+    lines = [cloudwatch,
+             json.dumps({"log": ev + "\n", "stream": "stdout", "time": "2026-11-30T03:10:00.1Z"}),
+             json.dumps({"TimeGenerated": "2026-11-30T03:10:00Z", "Category": "kube-audit", "log_s": ev}),
+             json.dumps({"message": json.loads(ev), "source_type": "file"})]
+    for i, text in enumerate(lines):
+        p = tmp_path / f"w{i}.log"
+        p.write_text(text + "\n")
+        rep = audit.scan([str(p)])
+        assert [(x.audit_id, x.name, x.user) for x in rep.leaks] == [("w1", "p1", "alice")], (i, text[:200])

@@ -69,8 +69,13 @@ def _ref_name(line: bytes) -> bytes | None:
     return None
 
 
+# An event carried as a JSON string inside another record's line, e.g. the "message" of
+# `aws logs filter-log-events` output or the "log_s" of an Azure export: "{\"kind\":\"Event\",...}"
+_EMBEDDED = re.compile(rb'"(\{\\"(?:[^"\\]|\\.)*)"')
+
+
 def _parse(line: bytes):
-    line = line.strip()
+    whole = line = line.strip()
     if not line.startswith(b"{"):
         brace = line.find(b"{")  # a log shipper's prefix (timestamp, file name) before the JSON
         if brace < 0:
@@ -79,10 +84,19 @@ def _parse(line: bytes):
     try:
         return json.loads(line)
     except ValueError:
-        return None
+        m = _EMBEDDED.search(whole)
+        try:
+            return json.loads(json.loads(b'"' + m[1] + b'"')) if m else None
+        except ValueError:
+            return None
 
 
-def _view(obj) -> _View | None:
+# Where log shippers put the original line: Fluent Bit and docker ("log"), CloudWatch ("message"),
+# Azure Monitor ("log_s"), Vector and others ("message").
+_WRAPPERS = ("log", "message", "log_s", "msg")
+
+
+def _view(obj, depth: int = 0) -> _View | None:
     if not isinstance(obj, dict):
         return None
     if obj.get("kind") == "Event" and str(obj.get("apiVersion", "")).startswith("audit.k8s.io/"):
@@ -90,6 +104,15 @@ def _view(obj) -> _View | None:
     payload = obj.get("protoPayload")
     if isinstance(payload, dict) and str(payload.get("methodName", "")).startswith("io.k8s."):
         return _from_cloud_logging(obj, payload)
+    for key in _WRAPPERS if depth < 2 else ():
+        inner = obj.get(key)
+        if isinstance(inner, str) and inner.lstrip().startswith("{"):
+            try:
+                return _view(json.loads(inner), depth + 1)
+            except ValueError:
+                continue
+        if isinstance(inner, dict):
+            return _view(inner, depth + 1)
     return None
 
 
@@ -155,7 +178,7 @@ def _int(code) -> int | None:
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
-def _views(src, finder, rechecks: Rechecks, rep: LeakReport) -> Iterator[_View]:
+def _views(src, finders, rechecks: Rechecks, rep: LeakReport) -> Iterator[_View]:
     """The requests worth a look in one source: JSON lines found by byte search, or the elements of a
     JSON array (`gcloud logging read --format=json`), which are all parsed."""
     chunks = logsources.read_chunks(src)
@@ -167,6 +190,8 @@ def _views(src, finder, rechecks: Rechecks, rep: LeakReport) -> Iterator[_View]:
             if v is not None:
                 yield v
         return
+    # Cloud Logging names a delete in methodName, not verb: one more literal, searched only where needed
+    finder = finders[1] if b'"protoPayload"' in first else finders[0]
     for line in lines_with(chunks, finder):
         if _NEEDLE not in line and (not rechecks or _ref_name(line) not in rechecks.names):
             continue  # a delete matters only for an object that leaked in before it
@@ -185,11 +210,11 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
     rep = LeakReport(basis="audit-log")
     seen: set[str] = set()
     rechecks = Rechecks()
-    finder = Finder((_NEEDLE, _DELETE, _GKE_DELETE), engine)
+    finders = (Finder((_NEEDLE, _DELETE), engine), Finder((_NEEDLE, _DELETE, _GKE_DELETE), engine))
     srcs = logsources.expand(paths, stdin)
     rep.sources = [s.name for s in srcs]
     for src in srcs:
-        for v in _views(src, finder, rechecks, rep):
+        for v in _views(src, finders, rechecks, rep):
             if not v.complete:
                 continue
             try:
