@@ -29,8 +29,10 @@ class LeakOutput(str, enum.Enum):
 @app.command()
 def leaks(
     audit_log: Annotated[Optional[List[str]], typer.Option(
-        "--audit-log", help="kube-apiserver audit logs (JSON lines): files, .gz, directories of rotated files, "
-                            "or - for standard input. Repeatable.", show_default=False)] = None,
+        "--audit-log", help="kube-apiserver audit logs (JSON lines, also inside CloudWatch, Fluent Bit or Azure "
+                            "records) or GKE Cloud Logging entries (JSON lines or gcloud's JSON array): files, .gz, "
+                            "directories of rotated files, or - for standard input. Repeatable.",
+        show_default=False)] = None,
     apiserver_log: Annotated[Optional[List[str]], typer.Option(
         "--apiserver-log", help="Without audit logs: kube-apiserver's own logs, in any format diagnose reads. "
                                 "Names webhooks and causes; resources only from slow-call traces.",
@@ -57,7 +59,8 @@ def leaks(
     writes when a webhook with failurePolicy Ignore could not be called. Reports every
     such request (time, user, verb, resource, name, webhook, response code), summaries
     per webhook, resource and user, the windows of failing open, and the objects still
-    worth re-checking: written then and not deleted later.
+    worth re-checking: written then and not deleted later. On GKE the annotations are
+    the labels of the Cloud Logging entries, which are read the same way.
 
     Without audit logs, --apiserver-log counts the "failing open" warnings instead:
     webhook, time and cause of each call, and the resource only where a slow-call
@@ -67,11 +70,13 @@ def leaks(
 
       breakglass leaks --audit-log /var/log/kubernetes/audit/
 
+      breakglass leaks --audit-log gke.json   # gcloud logging read --format=json
+
       breakglass leaks --audit-log audit.log.gz --since 2026-11-30T02:00:00Z
 
       breakglass leaks --audit-log audit.log -o recheck > recheck.yaml
 
-      breakglass leaks --apiserver-log /var/log/pods/kube-system_kube-apiserver-*/
+      breakglass leaks --apiserver-log kube-apiserver.log
 
     Exit code 3 when requests got in, 0 when none did.
     """
