@@ -70,7 +70,7 @@ def leaks(
 
       breakglass leaks --audit-log /var/log/kubernetes/audit/
 
-      breakglass leaks --audit-log gke.json   # gcloud logging read --format=json
+      breakglass leaks --audit-log gke.json   # gcloud --format=json output
 
       breakglass leaks --audit-log audit.log.gz --since 2026-11-30T02:00:00Z
 
