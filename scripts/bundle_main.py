@@ -84,6 +84,8 @@ def _site():
             os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "breakglass")
         dest = os.path.join(base, "bundle-" + manifest["id"], target)
         if not os.path.exists(os.path.join(dest, ".complete")):
+            if sys.stderr.isatty():  # a pause of a second or two, once: say why
+                sys.stderr.write("breakglass: first run of this bundle: unpacking %s into %s\n" % (target, base))
             try:
                 _unpack(bundle, manifest["targets"][target], dest)
             except OSError:  # no writable cache (read-only home): unpack for this run only
