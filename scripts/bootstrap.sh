@@ -23,6 +23,8 @@ case "${1:-}" in
     command -v sudo >/dev/null || want+=(sudo)             # tests log in as a non-root user using sudo -n
     command -v kubectl >/dev/null || want+=(kubernetes-client)  # the kubectl plugin test runs `kubectl breakglass`
     command -v unshare >/dev/null || want+=(util-linux)    # the bundle test runs it with no network
+    ls /usr/bin/qemu-*-static >/dev/null 2>&1 || want+=(qemu-user-static)  # ... and on the other machine's Python
+    command -v debootstrap >/dev/null || want+=(debootstrap)  # ... from Debian's packages for that machine
     ;;
   *) echo "usage: $0 python|demo|test" >&2; exit 2 ;;
 esac

@@ -47,12 +47,12 @@ def clean_python(tmp_path_factory):
     return py
 
 
-def _run(py, pyz, *args, home, offline=False, env=None, target=None):
+def _run(py, pyz, *args, home, offline=False, env=None, target=None, py_args=()):
     e = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
          "BREAKGLASS_BUNDLE_CACHE": str(home / "cache"), "BREAKGLASS_STATE_DIR": str(home / "state"), **(env or {})}
     if target:
         e["BREAKGLASS_BUNDLE_FORCE_TARGET"] = target
-    cmd = [str(py), str(pyz), *args]
+    cmd = [str(py), *py_args, str(pyz), *args]
     if offline and _can_unshare():
         cmd = ["unshare", "--net", *cmd]  # a network namespace with no interfaces up: nothing to reach
     return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=300, cwd=str(home))
@@ -198,3 +198,48 @@ def test_every_python_on_this_machine_runs_it(bundle, version, exe, tmp_path, et
     p = _run(exe, bundle, "recover", "--method", "etcd", "-w", "validating/policy-a", "--etcd-endpoints",
              etcd_clean.endpoint, "--dry-run", home=tmp_path)
     assert p.returncode == 0 and "/registry/validatingwebhookconfigurations/policy-a" in p.stdout, p.stderr[-2000:]
+
+
+# The other machine's wheels, run for real: Debian's Python for that architecture (its packages unpacked by
+# debootstrap and dpkg-deb into a sysroot, cached in dist/) under qemu's user-mode emulator.
+OTHER = {"x86_64": ("aarch64", "arm64"), "aarch64": ("x86_64", "amd64")}[os.uname().machine]
+SYSROOT = os.path.join(ROOT, "dist", f".sysroot-{OTHER[1]}")
+
+
+@pytest.fixture(scope="module")
+def foreign_python():
+    qemu = shutil.which(f"qemu-{OTHER[0]}-static")
+    assert qemu and shutil.which("debootstrap"), "make test installs qemu-user-static and debootstrap"
+    done = os.path.join(SYSROOT, ".complete")
+    if not os.path.exists(done):
+        shutil.rmtree(SYSROOT, ignore_errors=True)
+        subprocess.run(["debootstrap", f"--arch={OTHER[1]}", "--foreign", "--variant=minbase", "--include=python3",
+                        "bookworm", SYSROOT, "http://deb.debian.org/debian"], check=True, capture_output=True,
+                       timeout=1200)
+        archives = os.path.join(SYSROOT, "var", "cache", "apt", "archives")
+        for deb in sorted(os.listdir(archives)):
+            if deb.endswith(".deb"):
+                subprocess.run(["dpkg-deb", "-x", os.path.join(archives, deb), SYSROOT], check=True)
+        open(done, "w").close()
+    return [qemu, os.path.join(SYSROOT, "usr", "bin", "python3")]
+
+
+def test_the_other_machine_runs_its_own_wheels(bundle, foreign_python, tmp_path, etcd_clean):
+    env = {"QEMU_LD_PREFIX": SYSROOT}
+    p = _run(foreign_python[0], bundle, "version", "-o", "json", home=tmp_path, env=env, py_args=foreign_python[1:])
+    assert p.returncode == 0, p.stderr[-2000:]
+    about = json.loads(p.stdout)["result"]
+    assert about["platform"] == f"linux-{OTHER[0]}" and about["bundle"].endswith(f"-{OTHER[0]}")
+    assert {x["name"]: x["loads"] for x in about["libraries"]}["grpcio"] is True  # the other machine's gRPC
+    p = _run(foreign_python[0], bundle, "diagnose", TALOS_LOG, "--year", "2026", home=tmp_path, env=env,
+             py_args=foreign_python[1:])
+    assert p.returncode == 3 and "validate.kyverno.svc-fail" in p.stdout, p.stderr[-2000:]
+    _seed(etcd_clean)
+    before = _snapshot(etcd_clean)
+    args = ["-w", "validating/kyverno-resource-validating-webhook-cfg", "--etcd-endpoints", etcd_clean.endpoint]
+    p = _run(foreign_python[0], bundle, "recover", "--method", "etcd", *args, "--yes", home=tmp_path, env=env,
+             py_args=foreign_python[1:])
+    assert p.returncode == 0 and _snapshot(etcd_clean) != before, p.stderr[-2000:]
+    p = _run(foreign_python[0], bundle, "revert", "--yes", "--etcd-endpoints", etcd_clean.endpoint, home=tmp_path,
+             env=env, py_args=foreign_python[1:])
+    assert p.returncode == 0 and _snapshot(etcd_clean) == before, p.stderr[-2000:]
