@@ -203,7 +203,8 @@ class Builder:
             explanation=(f'Calls to "{a.webhook}" fail ({cause.detail}) and its failurePolicy is Ignore, so the '
                          f"apiserver admits the requests anyway. Not a deadlock, but anything it should have "
                          f"rejected got in meanwhile."),
-            advice="list what was admitted from the audit log and re-check it; fix the webhook's reachability",
+            advice="list what was admitted with `breakglass leaks --audit-log AUDIT_LOG` (or `--apiserver-log` on "
+                   "this log when there is no audit log) and re-check it; fix the webhook's reachability",
             mode="open", cause_class=cause.cls, cause=cause.detail, **self._base(a), **ident)
 
     def _hook_finding(self, group: list[_Acc]) -> Finding:
@@ -267,7 +268,8 @@ class Builder:
             return Finding(family="webhook-panic", severity=WARNING,
                            title=f'calling webhook "{a.webhook}" panicked; the request was admitted',
                            explanation="The apiserver recovered from a panic while calling this webhook and failed open.",
-                           advice="report it upstream; list what was admitted", webhook=a.webhook, mode="open",
+                           advice="report it upstream; list what was admitted with `breakglass leaks`",
+                           webhook=a.webhook, mode="open",
                            **self._base(a))
         return Finding(family="webhook-canceled", severity=INFO,
                        title=f'callers gave up while webhook "{a.webhook}" was being called',
@@ -307,7 +309,8 @@ def verdict(findings: list[Finding]) -> Verdict:
         names = sorted({f.webhook for f in warn if f.webhook})
         return Verdict("leaking", "LEAKING: webhooks failed open and let requests through unchecked",
                        f"{', '.join(names)} failed open. The cluster works, but requests those webhooks should have "
-                       f"checked were admitted; list them from the audit log and re-check them.", True)
+                       f"checked were admitted; list them with `breakglass leaks --audit-log AUDIT_LOG` and "
+                       f"re-check them.", True)
     return Verdict("clear", "nothing found",
                    "No webhook failures, stuck post-start hooks or admission deadlocks in these logs.", False)
 
