@@ -153,3 +153,12 @@ def test_cli(log, tmp_path):
     clean.write_text(lb.klog("nothing to see", "I") + "\n")
     p = run_cli("leaks", "--apiserver-log", str(clean))
     assert p.returncode == 0 and b"no webhook call failed open" in p.stdout
+
+
+def test_a_log_from_another_year_pairs_by_the_traces_year(log):
+    """klog has no year; the traces do. Without --year the warnings take the traces' year, so they still pair."""
+    text = log.read_text().replace("30-Nov-2026", "30-Nov-2025")
+    log.write_text(text)
+    rep = apiserver.scan([str(log)])  # no year given: this year is assumed, and corrected from the traces
+    assert rep.traced == 2 and rep.leaks[0].time.startswith("2025-11-30T03:10:10")
+    assert apiserver.scan([str(log)], year=2024).traced == 0  # an explicit --year is taken as said

@@ -85,6 +85,7 @@ class _Open:
     cause: str
     location: str
     timeout: float | None  # the call's timeoutSeconds when it timed out (the URL's ?timeout=)
+    year_known: bool = True  # klog headers carry no year
 
 
 def scan(paths: list[str], since: str | None = None, until: str | None = None,
@@ -92,11 +93,11 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
          engine: str = "auto", year: int | None = None) -> LeakReport:
     span = TimeRange(since, until)
     wanted = set(webhooks or [])
-    year = year or _dt.datetime.now(_dt.timezone.utc).year
+    assumed = year or _dt.datetime.now(_dt.timezone.utc).year
     rep = LeakReport(basis="apiserver-log", caveat=CAVEAT)
     opens: list[_Open] = []
     calls: dict[str, list[_Call]] = {}
-    headers = _Headers(year)
+    headers = _Headers(assumed)
     scanner = Scanner(_ANCHORS, engine)
     header_finder = Finder(_HEADER_ANCHORS, engine)
     srcs = logsources.expand(paths, stdin)
@@ -106,14 +107,18 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
         for raw in scanner.records(chunks):
             if not ((b"ailing" in raw.text or b"Call" in raw.text) and _GATE.search(raw.text)):
                 continue
-            rec = formats.parse_record(raw.text.decode("utf-8", "replace"), src.name, raw.line, raw.end_line, year)
+            rec = formats.parse_record(raw.text.decode("utf-8", "replace"), src.name, raw.line, raw.end_line,
+                                       assumed)
             if "Trace[" in rec.message:
                 for call in _traced_calls(rec, headers):
                     calls.setdefault(call.webhook, []).append(call)
             for ev in signatures.classify(rec):
                 if (ev.kind == "webhook-call" and ev.mode == "open" and not ev.echo) or ev.kind == "webhook-panic":
                     opens.append(_Open(rec.ts, ev.webhook or "", ev.webhook_type or "validating",
-                                       ev.cause.detail if ev.cause else "panic", rec.location, _timed_out(ev)))
+                                       ev.cause.detail if ev.cause else "panic", rec.location, _timed_out(ev),
+                                       rec.year_known))
+    if year is None:
+        _year_from_traces(opens, calls, assumed)
     rechecks = Rechecks()
     for op, call in _pair(opens, calls):
         if (wanted and op.webhook not in wanted) or (_utc(op.at) if op.at is not None else None) not in span:
@@ -164,6 +169,21 @@ class _Headers:
 class _Unparsed:
     line: bytes
     source: str
+
+
+def _year_from_traces(opens: list[_Open], calls: dict[str, list[_Call]], assumed: int) -> None:
+    """klog lines carry no year, but trace headers do (02-Jan-2006): a log from another year than this
+    one would pair nothing, so its warnings take the traces' year when the traces agree on one."""
+    years = {_utc(c.start).year for cs in calls.values() for c in cs}
+    if len(years) != 1 or (found := years.pop()) == assumed:
+        return
+    for op in opens:
+        if op.at is not None and not op.year_known:
+            t = _utc(op.at)
+            try:
+                op.at = t.replace(year=found).timestamp()
+            except ValueError:  # 29 February
+                continue
 
 
 def _tap_headers(chunks: Iterable[bytes], tap: LineTap, headers: _Headers, source: str) -> Iterator[bytes]:
