@@ -239,3 +239,19 @@ def test_events_inside_shippers_records(tmp_path):
         p.write_text(text + "\n")
         rep = audit.scan([str(p)])
         assert [(x.audit_id, x.name, x.user) for x in rep.leaks] == [("w1", "p1", "alice")], (i, text[:200])
+
+
+def test_eventlist_batches_from_the_audit_webhook_backend(tmp_path):
+    """A sink that stores each posted EventList as one line: leaks and deletes anywhere in the batch."""
+    def batch(*events):
+        return json.dumps({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "metadata": {},
+                           "items": [json.loads(e) for e in events]}, separators=(",", ":"))
+    p = tmp_path / "batches.log"
+    p.write_text("\n".join([
+        batch(event("n1", "get", code=200), event("b1", ann=fo()), event("b2", "create", name="p2", ann=fo())),
+        batch(event("n2", "get", name="zz", code=200), event("d1", "delete", name="p2", code=200,
+                                                               ts="2026-11-30T03:20:00Z")),
+    ]) + "\n")
+    rep = audit.scan([str(p)])
+    assert [x.audit_id for x in rep.leaks] == ["b1", "b2"]
+    assert [r.name for r in rep.recheck] == ["p1"]  # p2 was deleted by the second item of a later batch

@@ -192,14 +192,19 @@ def _views(src, finders, rechecks: Rechecks, rep: LeakReport) -> Iterator[_View]
         return
     # Cloud Logging names a delete in methodName, not verb: one more literal, searched only where needed
     finder = finders[1] if b'"protoPayload"' in first else finders[0]
+    # The audit webhook backend posts EventLists, and some sinks store each batch as one line: a delete
+    # there may be any item, so those lines skip the one-name shortcut below.
+    batches = b'"EventList"' in first
     for line in lines_with(chunks, finder):
-        if _NEEDLE not in line and (not rechecks or _ref_name(line) not in rechecks.names):
+        if _NEEDLE not in line and (not rechecks or (_ref_name(line) not in rechecks.names and not batches)):
             continue  # a delete matters only for an object that leaked in before it
-        v = _view(_parse(line))
-        if v is None:
+        obj = _parse(line)
+        items = obj.get("items") if batches and isinstance(obj, dict) and obj.get("kind") == "EventList" else None
+        views = [v for v in map(_view, items if isinstance(items, list) else [obj]) if v is not None]
+        if not views:
             rep.lines_skipped += _NEEDLE in line
             continue
-        yield v
+        yield from views
 
 
 def scan(paths: list[str], since: str | None = None, until: str | None = None,
