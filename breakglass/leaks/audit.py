@@ -263,11 +263,11 @@ def json_array(chunks: Iterable[bytes], name: str) -> Iterator:
     text = codecs.getincrementaldecoder("utf-8")("replace")
     buf, pos, opened = "", 0, False
     for chunk in itertools.chain(chunks, [None]):
-        buf = buf[pos:] + (text.decode(chunk) if chunk is not None else text.decode(b"", final=True))
+        final = chunk is None
+        buf = buf[pos:] + text.decode(chunk or b"", final=final)
         pos = 0
         while True:
-            while pos < len(buf) and buf[pos] in " \t\r\n,":
-                pos += 1
+            pos = _skip(buf, pos, " \t\r\n,")
             if pos >= len(buf):
                 break
             if not opened:
@@ -277,15 +277,31 @@ def json_array(chunks: Iterable[bytes], name: str) -> Iterator:
                 continue
             if buf[pos] == "]":
                 return
-            try:
-                obj, end = decoder.raw_decode(buf, pos)
-            except ValueError:
-                if chunk is None:
-                    raise BadInput(f"{name}: a JSON array that is cut off or broken near byte {pos}") from None
+            obj, end = _element(decoder, buf, pos)
+            if end < 0:
+                if final:
+                    raise BadInput(f"{name}: a JSON array that is cut off or broken")
                 if len(buf) - pos > MAX_ELEMENT:
-                    raise BadInput(f"{name}: an element of the JSON array is over 64 MiB") from None
+                    raise BadInput(f"{name}: an element of the JSON array is over 64 MiB")
                 break  # the element continues in the next chunk
             yield obj
             pos = end
     if opened:
         raise BadInput(f"{name}: the JSON array is not closed (a cut-off file?)")
+
+
+def _element(decoder: json.JSONDecoder, buf: str, pos: int) -> tuple:
+    """(element, end) once it is complete, else (None, -1). Complete means a comma or the closing bracket
+    follows it: "1" may be the start of "1.5", and the rest of an object may be in the next chunk."""
+    try:
+        obj, end = decoder.raw_decode(buf, pos)
+    except ValueError:
+        return None, -1
+    after = _skip(buf, end, " \t\r\n")
+    return (obj, end) if after < len(buf) and buf[after] in ",]" else (None, -1)
+
+
+def _skip(buf: str, pos: int, chars: str) -> int:
+    while pos < len(buf) and buf[pos] in chars:
+        pos += 1
+    return pos
