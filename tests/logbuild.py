@@ -138,3 +138,10 @@ def trace(n: int, name: str, fields: str, start: str, total_ms: int, nested: lis
 def nested_call(kind: str, fields: str, ms: int, tod: str) -> str:
     """A nested trace as Trace.writeItem prints it (no steps over the threshold)."""
     return f'["Call {kind} webhook" {fields} {ms}ms ({tod})]'
+
+
+def trace_started(n: int, name: str, fields: str, started: str, total: str) -> str:
+    """k8s.io/utils before 2020 (Kubernetes ~1.16-1.19): `(started: %v) (total time: %v)` with Go's default
+    time.Time and time.Duration formats, e.g. started "2026-11-30 03:10:00.000123456 +0000 UTC m=+1234.5",
+    total "10.001234567s"."""
+    return f'Trace[{n}]: "{name}" {fields} (started: {started}) (total time: {total}):\nTrace[{n}]: [{total}] [{total}] END'

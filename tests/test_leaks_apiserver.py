@@ -162,3 +162,16 @@ def test_a_log_from_another_year_pairs_by_the_traces_year(log):
     rep = apiserver.scan([str(log)])  # no year given: this year is assumed, and corrected from the traces
     assert rep.traced == 2 and rep.leaks[0].time.startswith("2025-11-30T03:10:10")
     assert apiserver.scan([str(log)], year=2024).traced == 0  # an explicit --year is taken as said
+
+
+@pytest.mark.parametrize("total", ["10.001234567s", "10s1ms", "0h0m10.0012s"])
+def test_the_started_era_of_utiltrace(tmp_path, total):
+    """Kubernetes ~1.16-1.19: `(started: <Go time>) (total time: <Go duration>)`, webhook traces top-level."""
+    body = lb.trace_started(77, "Call validating webhook",
+                            lb.webhook_fields(CFG, GK, "apps/v1, Resource=deployments", op="UPDATE"),
+                            "2026-11-30 04:10:00.000123456 +0100 CET m=+1234.567890123", total)
+    p = tmp_path / "old.log"
+    p.write_text(lb.klog(body, "I", "trace.go:116", "1130 03:10:10.001500") + "\n"
+                 + w(lb.fail_open(GK, TIMEOUT, url=URL), "1130 03:10:10.002000") + "\n")
+    (leak,) = apiserver.scan([str(p)], year=2026).leaks
+    assert (leak.resource, leak.verb) == ("deployments.apps", "update")  # +0100 read: 04:10 CET is 03:10 UTC

@@ -42,6 +42,12 @@ _GATE = re.compile(rb"failing\s*open|Call\s*(?:validating|mutating)\s*webhook")
 _HEADER_NUM = re.compile(rb'Trace\[(\d+)\]:\s*\\?"')
 _HEADER = re.compile(r'Trace\[(?P<n>\d+)\]:\s*"(?P<name>[^"]+)"\s*(?P<fields>.*?)\s*'
                      r'\((?P<start>\d\d-[A-Z][a-z]{2}-\d{4} \d\d:\d\d:\d\d\.\d{3})\)\s*\(total\s*time:\s*(?P<ms>\d+)\s*ms\)')
+# k8s.io/utils before 2020 (Kubernetes ~1.16-1.19): Go's default time and duration formats, no nesting.
+_HEADER_STARTED = re.compile(
+    r'Trace\[(?P<n>\d+)\]:\s*"(?P<name>[^"]+)"\s*(?P<fields>.*?)\s*\(started:\s*(?P<start>\d{4}-\d\d-\d\d '
+    r'\d\d:\d\d:\d\d(?:\.\d+)?)\s*(?P<tz>[+-]\d{4})?[^)]*\)\s*\(total\s*time:\s*(?P<dur>(?:\d+(?:\.\d+)?(?:h|ms|m|s|us|µs|ns))+)\)')
+_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 _NESTED = re.compile(r'Trace\[(?P<n>\d+)\]:\s*\[\s*"Call\s*(?P<kind>validating|mutating)\s*webhook"\s*'
                      r'(?P<fields>.*?)\s*(?P<ms>\d+)ms\s*\((?P<tod>\d\d:\d\d:\d\d\.\d{3})\)')
 _CALL = re.compile(r"^Call\s*(validating|mutating)\s*webhook$")
@@ -159,8 +165,7 @@ class _Headers:
         if isinstance(entry, _Unparsed):
             msg = formats.parse_record(entry.line.decode("utf-8", "replace"), entry.source, 0, 0,
                                        self._year).message
-            entry = next(((start, h["fields"]) for h in _HEADER.finditer(msg)
-                          if h["n"] == n and (start := _parse_start(h["start"])) is not None), None)
+            entry = next(((start, fields) for num, _, fields, start, _ in _trace_headers(msg) if num == n), None)
             self._items[n] = entry
         return entry
 
@@ -206,17 +211,14 @@ def _traced_calls(rec, headers: _Headers) -> list[_Call]:
     """The webhook calls one record's trace lines show; its handler headers are remembered for later lines."""
     out = []
     msg = rec.message
-    for h in _HEADER.finditer(msg):
-        start = _parse_start(h["start"])
-        if start is None:
-            continue
-        kind = _CALL.match(h["name"])
+    for num, name, fields, start, total in _trace_headers(msg):
+        kind = _CALL.match(name)
         if kind:  # a top-level webhook trace (before nesting): its total time is the call's own
-            call = _call(h["fields"], kind[1], start, start + int(h["ms"]) / 1000)
+            call = _call(fields, kind[1], start, start + total)
             if call:
                 out.append(call)
         else:
-            headers.put(h["n"], start, h["fields"])
+            headers.put(num, start, fields)
     for n in _NESTED.finditer(msg):
         parent = headers.get(n["n"])
         start = _time_of_day(n["tod"], parent[0] if parent else rec.ts)
@@ -297,12 +299,23 @@ def _leak(op: _Open, call: _Call | None, at: str) -> Leak:
     return Leak(at, "", verb, resource, namespace, name, [op.webhook], kind, None, audit_id, op.location, op.cause)
 
 
-def _parse_start(text: str) -> float | None:
-    try:
-        d = _dt.datetime.strptime(text, "%d-%b-%Y %H:%M:%S.%f")
-    except ValueError:
-        return None
-    return d.replace(tzinfo=_dt.timezone.utc).timestamp()
+def _trace_headers(msg: str) -> Iterator[tuple[str, str, str, float, float]]:
+    """(number, name, fields, start, total seconds) of each trace header in a message, in either shape."""
+    for h in _HEADER.finditer(msg):
+        try:
+            d = _dt.datetime.strptime(h["start"], "%d-%b-%Y %H:%M:%S.%f")
+        except ValueError:
+            continue
+        yield h["n"], h["name"], h["fields"], d.replace(tzinfo=_dt.timezone.utc).timestamp(), int(h["ms"]) / 1000
+    for h in _HEADER_STARTED.finditer(msg):
+        stamp = h["start"][:26]  # Go prints nanoseconds; Python takes microseconds
+        tz = h["tz"] or "+0000"
+        try:
+            d = _dt.datetime.fromisoformat(f"{stamp}{tz[:3]}:{tz[3:]}")
+        except ValueError:
+            continue
+        total = sum(float(v) * _GO_UNITS[u] for v, u in _GO_DURATION.findall(h["dur"]))
+        yield h["n"], h["name"], h["fields"], d.timestamp(), total
 
 
 def _time_of_day(tod: str, near: float | None) -> float | None:
