@@ -11,6 +11,8 @@ subset breakglass uses, with real talosctl's behaviour where it matters:
   `.cluster.apiServer` and a `KubeAPIServerConfig` document, list values refused before Talos 1.13
   (<node>.version), mode names per version;
 - `containers -k` and `logs -k ID` from <node>.log;
+- `ls ROOT --type f --recurse` (apid's table: NODE and the name relative to ROOT, "." for ROOT itself) and
+  `read PATH` over the files under <node>.fs/, with talosd's NotFound error for a missing path;
 - a node with a <node>.down file answers like an unreachable node; with <node>.fail-apply it passes the
   dry run and then fails the real patch;
 - `--talosconfig`/$TALOSCONFIG must name an existing file.
@@ -188,6 +190,21 @@ def patch(node, rest):
           f"Applied configuration without a reboot")
 
 
+def ls(node, args):
+    root = next(a for a in args if a.startswith("/"))
+    base = os.path.join(DIR, "nodes", f"{node}.fs")
+    full = base + root
+    if not os.path.exists(full):
+        die(f"error fetching logs: rpc error: code = NotFound desc = lstat {root}: no such file or directory")
+    print("NODE         NAME")
+    if os.path.isfile(full):
+        print(f"{node}   .")
+        return
+    for d, _, files in sorted(os.walk(full)):
+        for f in sorted(files):
+            print(f"{node}   {os.path.relpath(os.path.join(d, f), full)}")
+
+
 def main():
     o = parse_args(sys.argv[1:])
     with open(os.path.join(DIR, "calls.log"), "a") as f:
@@ -215,6 +232,15 @@ def main():
     if rest[:2] == ["containers", "-k"]:
         print("NODE         NAMESPACE   ID                                                            IMAGE       PID    STATUS")
         print(f"{node}   k8s.io      kube-system/kube-apiserver-cp:kube-apiserver:51c3aad7a271    registry.k8s.io/kube-apiserver:v1.34.1   2572   CONTAINER_RUNNING")
+        return
+    if rest[0] in ("ls", "list"):
+        return ls(node, rest[1:])
+    if rest[0] == "read":
+        path = os.path.join(DIR, "nodes", f"{node}.fs") + rest[1]
+        if not os.path.isfile(path):
+            die(f"error reading file: rpc error: code = NotFound desc = open {rest[1]}: no such file or directory")
+        with open(path, "rb") as f:
+            sys.stdout.buffer.write(f.read())
         return
     if rest[:2] == ["logs", "-k"]:
         for line in (read(node, "log", "") or "").splitlines():

@@ -86,6 +86,26 @@ class Talos:
             raise Unreachable(f"no kube-apiserver container on {node} (is it a control-plane node?)")
         return best
 
+    def files(self, node: str, root: str) -> list[str]:
+        """Regular files at or under ``root`` on a node (`talosctl ls --type f --recurse`), full paths."""
+        try:
+            out = self.run(node, ["ls", root, "--type", "f", "--recurse"])
+        except Unreachable as e:
+            if "NotFound" in str(e) or "no such file" in str(e):  # the node answered: the path is wrong
+                raise BadInput(f"{node}:{root}: no such file or directory") from None
+            raise
+        paths = []
+        for line in out.splitlines():
+            parts = line.split()
+            if not parts or parts[-1] == "NAME":
+                continue
+            name = parts[-1]  # apid prefixes the node when it proxies; the name is the last column
+            paths.append(root if name == "." else root.rstrip("/") + "/" + name)
+        return paths
+
+    def read_command(self, node: str, path: str) -> list[str]:
+        return self._base(node) + ["read", path]
+
     def logs_command(self, node: str, container: str, tail: int | None = None) -> list[str]:
         cmd = self._base(node) + ["logs", "-k", container]
         if tail:

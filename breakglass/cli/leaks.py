@@ -9,14 +9,31 @@ from typing_extensions import Annotated
 
 from breakglass.cli._base import (
     app,
+    KnownHostsOpt,
     Output,
     _render,
     _run,
     _show,
     _split,
+    SshAcceptNewOpt,
+    SshConfigOpt,
+    SshKeyOpt,
+    _ssh_nodes,
+    _ssh_options,
+    SshPortOpt,
+    SshUserOpt,
+    _talos,
+    TalosconfigOpt,
+    TalosContextOpt,
+    TalosctlOpt,
+    TalosEndpointsOpt,
     VerboseOpt,
 )
 from breakglass.errors import BadInput, ExitCode
+
+
+# Where Talos keeps kube-apiserver's audit log (--audit-log-path=/var/log/audit/kube/kube-apiserver.log)
+TALOS_AUDIT_DIR = "/var/log/audit/kube/"
 
 
 class LeakOutput(str, enum.Enum):
@@ -48,6 +65,17 @@ def leaks(
         min=1, help="Seconds without a leak that end a failing-open window.")] = 60.0,
     year: Annotated[Optional[int], typer.Option(
         min=1970, max=9999, help="With --apiserver-log: the year of klog timestamps (default: this year).")] = None,
+    talos_node: Annotated[Optional[List[str]], typer.Option(
+        help="Read the logs on these Talos nodes with `talosctl read` (comma-separated); --audit-log "
+             "defaults to " + TALOS_AUDIT_DIR + ".", show_default=False)] = None,
+    talosconfig: TalosconfigOpt = None, talos_context: TalosContextOpt = None,
+    talos_endpoints: TalosEndpointsOpt = None, talosctl: TalosctlOpt = "talosctl",
+    ssh: Annotated[Optional[List[str]], typer.Option(
+        "--ssh", help="Read the logs on these hosts over SSH (with sudo): the paths are theirs.",
+        show_default=False)] = None,
+    ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
+    ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
+    known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
     output: Annotated[LeakOutput, typer.Option(
         "--output", "-o", help="text for people; json or csv for every request; recheck for the YAML list of "
                                "objects to re-validate.")] = LeakOutput.text,
@@ -78,6 +106,10 @@ def leaks(
 
       breakglass leaks --apiserver-log kube-apiserver.log
 
+      breakglass leaks --talos-node 10.0.0.2,10.0.0.3,10.0.0.4
+
+      breakglass leaks --audit-log /var/log/kubernetes/audit/ --ssh cp1,cp2,cp3
+
     Exit code 3 when requests got in, 0 when none did.
     """
     err_output = Output.json if output is LeakOutput.json else Output.text
@@ -85,18 +117,33 @@ def leaks(
     def body() -> int:
         from breakglass import leaks as _leaks  # noqa: PLC0415
 
-        if bool(audit_log) == bool(apiserver_log):
+        audit = list(audit_log or []) or ([TALOS_AUDIT_DIR] if talos_node and not apiserver_log else [])
+        if bool(audit) == bool(apiserver_log):
             raise BadInput("give --audit-log (every request, named) or --apiserver-log (when there is no audit "
                            "log), not both" if audit_log else "no logs given: use --audit-log, or --apiserver-log "
                            "when the cluster keeps no audit log")
-        if audit_log:
+        paths = audit or list(apiserver_log)
+        remote = None
+        if talos_node and ssh:
+            raise BadInput("read the logs with --talos-node or with --ssh, not both")
+        if talos_node:
+            from breakglass.logs.remote import talos_files  # noqa: PLC0415
+
+            remote = talos_files(_talos(talosctl, talosconfig, talos_context, talos_endpoints, None),
+                                 _split(talos_node), paths)
+        elif ssh:
+            from breakglass.logs.remote import ssh_files  # noqa: PLC0415
+
+            opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, None)
+            remote = [s for node in _ssh_nodes(_split(ssh), opts).values() for s in ssh_files(node, paths)]
+        if audit:
             from breakglass.leaks.audit import scan  # noqa: PLC0415
 
-            rep = scan(list(audit_log), since, until, _split(webhook) or None, window_gap)
+            rep = scan(paths, since, until, _split(webhook) or None, window_gap, sources=remote)
         else:
             from breakglass.leaks.apiserver import scan  # noqa: PLC0415
 
-            rep = scan(list(apiserver_log), since, until, _split(webhook) or None, window_gap, year=year)
+            rep = scan(paths, since, until, _split(webhook) or None, window_gap, sources=remote, year=year)
         code = int(ExitCode.FOUND if rep.leaks else ExitCode.OK)
         if output is LeakOutput.csv:
             _leaks.to_csv(rep, sys.stdout)

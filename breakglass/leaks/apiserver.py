@@ -96,7 +96,7 @@ class _Open:
 
 def scan(paths: list[str], since: str | None = None, until: str | None = None,
          webhooks: list[str] | None = None, window_gap: float = 60.0, stdin=None,
-         engine: str = "auto", year: int | None = None) -> LeakReport:
+         engine: str = "auto", sources=None, year: int | None = None) -> LeakReport:
     span = TimeRange(since, until)
     wanted = set(webhooks or [])
     assumed = year or _dt.datetime.now(_dt.timezone.utc).year
@@ -106,7 +106,7 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
     headers = _Headers(assumed)
     scanner = Scanner(_ANCHORS, engine)
     header_finder = Finder(_HEADER_ANCHORS, engine)
-    srcs = logsources.expand(paths, stdin)
+    srcs = sources if sources is not None else logsources.expand(paths, stdin)  # remote ones come ready
     rep.sources = [s.name for s in srcs]
     for src in srcs:
         chunks = _tap_headers(logsources.read_chunks(src), LineTap(header_finder), headers, src.name)

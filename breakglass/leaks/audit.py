@@ -209,14 +209,14 @@ def _views(src, finders, rechecks: Rechecks, rep: LeakReport) -> Iterator[_View]
 
 def scan(paths: list[str], since: str | None = None, until: str | None = None,
          webhooks: list[str] | None = None, window_gap: float = 60.0, stdin=None,
-         engine: str = "auto") -> LeakReport:
+         engine: str = "auto", sources=None) -> LeakReport:
     span = TimeRange(since, until)
     wanted = set(webhooks or [])
     rep = LeakReport(basis="audit-log")
     seen: set[str] = set()
     rechecks = Rechecks()
     finders = (Finder((_NEEDLE, _DELETE), engine), Finder((_NEEDLE, _DELETE, _GKE_DELETE), engine))
-    srcs = logsources.expand(paths, stdin)
+    srcs = sources if sources is not None else logsources.expand(paths, stdin)  # remote ones come ready
     rep.sources = [s.name for s in srcs]
     for src in srcs:
         for v in _views(src, finders, rechecks, rep):

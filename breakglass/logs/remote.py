@@ -62,3 +62,41 @@ def ssh_sources(node, pods_dir: str = "/var/log/pods") -> list[LogSource]:
             out.append(LogSource(name=f"{node.host}:{f}", lenient=True,
                                  opener=lambda path=f: node.stream(f"cat {shlex.quote(path)}")))
     return out
+
+
+def talos_files(talos, nodes: list[str], roots: list[str]) -> list[LogSource]:
+    """Files at or under these paths on each node (audit logs at /var/log/audit/kube/ on Talos), in
+    rotation order, each streamed with `talosctl read` when it is read."""
+    from breakglass.errors import BadInput  # noqa: PLC0415
+    from breakglass.logs.sources import _pod_log_key  # noqa: PLC0415
+
+    out = []
+    for node in nodes:
+        for root in roots:
+            files = sorted(talos.files(node, root), key=_pod_log_key)
+            if not files:
+                raise BadInput(f"{node}:{root}: no files there")
+            out += [LogSource(name=f"{node}:{f}", lenient=len(files) > 1,
+                              opener=lambda c=talos.read_command(node, f), w=f"talosctl read {f} on {node}":
+                              ProcessStream(c, w)) for f in files]
+    return out
+
+
+def ssh_files(node, roots: list[str]) -> list[LogSource]:
+    """Files at or under these paths on a node (audit logs are root's: read with sudo), in rotation
+    order, each streamed with `cat` when it is read, never copied first."""
+    import shlex  # noqa: PLC0415
+
+    from breakglass.errors import BadInput  # noqa: PLC0415
+    from breakglass.logs.sources import _pod_log_key  # noqa: PLC0415
+
+    out = []
+    for root in roots:
+        r = node.run(f"find {shlex.quote(root)} -type f 2>/dev/null; true")
+        files = sorted((f for f in r.out.decode("utf-8", "replace").split("\n") if f.strip()), key=_pod_log_key)
+        if not files:
+            raise BadInput(f"{node.host}:{root}: no such file, or an empty directory")
+        out += [LogSource(name=f"{node.host}:{f}", lenient=len(files) > 1,
+                          opener=lambda path=f: node.stream(f"cat {shlex.quote(path)}")) for f in files]
+    return out
+
