@@ -11,7 +11,7 @@ import os
 import pytest
 
 from breakglass import leaks
-from breakglass.leaks import audit
+from breakglass.leaks import audit, events
 from breakglass.logs import lines
 from breakglass.errors import BadInput
 from tests.conftest import run_cli
@@ -168,7 +168,7 @@ def test_an_endless_line_does_not_grow_memory(monkeypatch):
     chunks = [b"x" * 100] * 500 + [b"failed-open.\n" + event("a1", ann=fo()).encode() + b"\n"]
     got = list(lines.lines_with(chunks, Finder((b"failed-open.",), "python")))
     assert len(got) == 2 and len(got[0]) < 1200  # the 50 kB line was cut, not held whole
-    assert audit._view(audit._parse(got[1])).audit_id == "a1"
+    assert events.view(events.parse_line(got[1])).audit_id == "a1"
 
 
 def test_last_line_without_newline(tmp_path):
@@ -218,9 +218,9 @@ def test_garbage_is_no_leak(tmp_path):
 
 
 def test_ref_name_reads_only_the_objectref():
-    assert audit._ref_name(event("d1", "delete", name="web-1").encode()) == b"web-1"
-    assert audit._ref_name(b'{"objectRef":{"resource":"pods"},"responseObject":{"metadata":{"name":"x"}}}') is None
-    assert audit._ref_name(b'{"verb":"delete","user":{"username":"a"}}') is None
+    assert events.ref_name(event("d1", "delete", name="web-1").encode()) == b"web-1"
+    assert events.ref_name(b'{"objectRef":{"resource":"pods"},"responseObject":{"metadata":{"name":"x"}}}') is None
+    assert events.ref_name(b'{"verb":"delete","user":{"username":"a"}}') is None
 
 
 def test_events_inside_shippers_records(tmp_path):

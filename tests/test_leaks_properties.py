@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from breakglass.errors import BadInput
 from breakglass.leaks import apiserver, audit
+from breakglass.logs.jsonarray import json_array
 from tests.test_leaks import event, fo
 from tests.test_leaks_apiserver import story as apiserver_story
 from tests.test_leaks_gke import entries as gke_entries
@@ -34,7 +35,7 @@ def _scan(module, data: bytes, **kw):
 def test_json_array_elements_whatever_the_split(items, indent, size):
     text = json.dumps(items, indent=indent).encode()
     chunks = [text[i:i + size] for i in range(0, len(text), size)]
-    assert list(audit.json_array(chunks, "t")) == json.loads(text)
+    assert list(json_array(chunks, "t")) == json.loads(text)
 
 
 @SETTINGS

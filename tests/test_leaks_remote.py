@@ -8,13 +8,10 @@ import json
 import os
 import shutil
 
-import pytest
-
 from tests.conftest import ROOT, run_cli
 from tests.test_talos import FakeTalos
 
 EXAMPLE = os.path.join(ROOT, "examples", "audit", "gke-gatekeeper-rollout.audit.log")
-
 
 def _rotated(d):
     """The example's lines as lumberjack leaves them: an older gzipped file, then the live one."""
@@ -25,16 +22,13 @@ def _rotated(d):
     (d / "kube-apiserver.log").write_bytes(b"".join(lines[half:]))
     return d
 
-
 def _local():
     return json.loads(run_cli("leaks", "--audit-log", EXAMPLE, "-o", "json").stdout)["result"]
-
 
 def _same(got, want):
     key = ("audit_id", "time", "verb", "resource", "namespace", "name")
     assert [[x[k] for k in key] for x in got["leaks"]] == [[x[k] for k in key] for x in want["leaks"]]
     assert got["recheck"] == want["recheck"]
-
 
 def test_talos_nodes_default_to_talos_audit_dir(tmp_path):
     t = FakeTalos(tmp_path)
@@ -51,7 +45,6 @@ def test_talos_nodes_default_to_talos_audit_dir(tmp_path):
     calls = [json.loads(x) for x in open(t.dir / "calls.log")]
     assert ["ls", "/var/log/audit/kube/", "--type", "f", "--recurse"] in [c[2:] for c in calls]
 
-
 def test_talos_missing_path_and_unreachable_node_are_one_line(tmp_path):
     t = FakeTalos(tmp_path)
     t.node("cp1", "v1.10-single.yaml", "1.10")
@@ -60,7 +53,6 @@ def test_talos_missing_path_and_unreachable_node_are_one_line(tmp_path):
     assert len(p.stderr.splitlines()) == 1
     p = t.cli("leaks", "--talos-node", "cp9")  # not answering at all: unreachable
     assert p.returncode == 5 and b"connection refused" in p.stderr and len(p.stderr.splitlines()) == 1
-
 
 def test_ssh_reads_root_only_audit_logs_with_sudo(tmp_path, sshd):
     d = _rotated(tmp_path / "audit")
