@@ -46,6 +46,8 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
                 targets = [t for t in r.targets if t.get("configuration")]
             if r.method == "talos" and r.plugins:
                 plugins = list(r.plugins)
+        if diag.verdict.state == "leaking" and not _leaks(p):
+            return 0
     # 2. how to reach the cluster
     access, method_hint = _access(p, state, timeout)
     probes = planner.probe(access, timeout)
@@ -92,6 +94,20 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
     record.write_file("report.md", recovery.report(record))
     p.say(f"Report for the postmortem: {record.path}/report.md")
     return 0
+
+
+def _leaks(p: Prompter) -> bool:
+    """Webhooks failed open and nothing is stuck: what got in matters more than a way out. True to go on."""
+    from breakglass.leaks.audit import scan  # noqa: PLC0415
+
+    p.say("Nothing is stuck: webhooks failed open, so requests they should have checked got in.")
+    path = p.text("Audit log to list them from (file, directory, .gz, gcloud JSON; empty to skip):").strip()
+    if path:
+        rep = scan([os.path.expanduser(path)])
+        p.say(render.leak_report(rep))
+        p.say("Re-check those objects (`breakglass leaks --audit-log ... -o recheck` writes the list as YAML), "
+              "and fix the webhook's reachability.")
+    return p.confirm("Go on to the ways of getting a webhook out of the path anyway?", False)
 
 
 def _wait_ready(p: Prompter, method: str, a: planner.Access, remedy) -> None:

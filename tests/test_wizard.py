@@ -186,3 +186,16 @@ def test_example_plans_load(name):
     allowed = set(inspect.signature(recover).parameters) - {"plan", "auto"}
     plan = scripted.load_plan(os.path.join(ROOT, "examples", "plans", name), allowed)
     assert plan["method"] == name.split(".")[0]
+
+
+def test_a_leaking_cluster_gets_the_leak_report_not_a_recovery(state):
+    """Fail open only: the wizard lists what got in (the example audit log) and stops unless asked to go on."""
+    log = os.path.join(ROOT, "examples", "logs", "gke-gatekeeper-fail-open.jsonl")
+    audit_log = os.path.join(ROOT, "examples", "audit", "gke-gatekeeper-rollout.audit.log")
+    p = ScriptedPrompter([log, audit_log, False])
+    assert wizard.run(p, state) == 0
+    text = "\n".join(p.transcript)
+    assert "LEAKING" in text and "33 request(s) admitted while a webhook failed open" in text
+    assert "kubectl get rolebindings.rbac.authorization.k8s.io debug-admin -n payments -o yaml" in text
+    assert not any(line.startswith("? Which way out") for line in p.transcript)  # no recovery was offered
+    assert p.answers == []
