@@ -255,3 +255,16 @@ def test_eventlist_batches_from_the_audit_webhook_backend(tmp_path):
     rep = audit.scan([str(p)])
     assert [x.audit_id for x in rep.leaks] == ["b1", "b2"]
     assert [r.name for r in rep.recheck] == ["p1"]  # p2 was deleted by the second item of a later batch
+
+
+def test_since_takes_a_duration_like_kubectl(log):
+    from datetime import datetime, timezone
+
+    from breakglass.leaks.model import parse_bound
+    now = datetime(2026, 11, 30, 4, 10, 0, tzinfo=timezone.utc)
+    assert parse_bound("90m", now) == datetime(2026, 11, 30, 2, 40, tzinfo=timezone.utc)
+    assert parse_bound("1h30m", now) == parse_bound("90m", now) and parse_bound("2h", now).hour == 2
+    assert parse_bound("2026-11-30T03:10:35Z") == datetime(2026, 11, 30, 3, 10, 35, tzinfo=timezone.utc)
+    with pytest.raises(BadInput, match="or a duration"):
+        parse_bound("h")
+    assert audit.scan([str(log)], since="1h").leaks == []  # the story happened long before now

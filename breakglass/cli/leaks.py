@@ -54,9 +54,11 @@ def leaks(
         "--apiserver-log", help="Without audit logs: kube-apiserver's own logs, in any format diagnose reads. "
                                 "Names webhooks and causes; resources only from slow-call traces.",
         show_default=False)] = None,
-    since: Annotated[Optional[str], typer.Option(help="Only requests completed at or after this RFC 3339 time.",
+    since: Annotated[Optional[str], typer.Option(help="Only requests completed at or after this RFC 3339 time, "
+                                                      "or this long ago (90m, 2h).",
                                                  show_default=False)] = None,
-    until: Annotated[Optional[str], typer.Option(help="Only requests completed at or before this RFC 3339 time.",
+    until: Annotated[Optional[str], typer.Option(help="Only requests completed at or before this RFC 3339 time, "
+                                                      "or this long ago.",
                                                  show_default=False)] = None,
     webhook: Annotated[Optional[List[str]], typer.Option(
         help="Only these webhooks (their names, e.g. validation.gatekeeper.sh). Repeatable.", show_default=False)]

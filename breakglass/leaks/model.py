@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from breakglass.errors import BadInput
 
@@ -78,12 +78,27 @@ def parse_time(text: str) -> datetime:
     return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
 
 
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_bound(text: str, now: datetime | None = None) -> datetime:
+    """An RFC 3339 time, or a duration before now as kubectl's --since takes it (90m, 2h, 1h30m)."""
+    m = _DURATION.match(text.strip())
+    if m and any(m.groups()):
+        h, mi, s = (int(x or 0) for x in m.groups())
+        return (now or datetime.now(timezone.utc)) - timedelta(hours=h, minutes=mi, seconds=s)
+    try:
+        return parse_time(text)
+    except BadInput:
+        raise BadInput(f"{text!r}: not an RFC 3339 time (2026-11-30T03:10:00Z) or a duration (90m, 2h)") from None
+
+
 class TimeRange:
     """--since/--until; a bound excludes whatever has no time."""
 
     def __init__(self, since: str | None, until: str | None) -> None:
-        self.since = parse_time(since) if since else None
-        self.until = parse_time(until) if until else None
+        self.since = parse_bound(since) if since else None
+        self.until = parse_bound(until) if until else None
 
     def __contains__(self, at: datetime | None) -> bool:
         if self.since is None and self.until is None:
