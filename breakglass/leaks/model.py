@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from breakglass.errors import BadInput
+from breakglass.logs.formats import parse_iso
 
 WRITES = ("create", "update", "patch")
 
@@ -66,16 +67,11 @@ class LeakReport:
 
 
 def parse_time(text: str) -> datetime:
-    """RFC 3339 as audit events write it (MicroTime, 'Z'); also accepted for --since/--until."""
-    t = text.strip()
-    if t.endswith("Z"):
-        t = t[:-1] + "+00:00"
-    t = re.sub(r"(\.\d{6})\d+", r"\1", t)  # Python takes at most microseconds
-    try:
-        d = datetime.fromisoformat(t)
-    except ValueError:
-        raise BadInput(f"{text!r}: not an RFC 3339 time (e.g. 2026-11-30T03:10:00Z)") from None
-    return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+    """RFC 3339 as audit events write it (MicroTime, 'Z'), through the log readers' one parser."""
+    epoch = parse_iso(text.strip())
+    if epoch is None:
+        raise BadInput(f"{text!r}: not an RFC 3339 time (e.g. 2026-11-30T03:10:00Z)")
+    return datetime.fromtimestamp(epoch, timezone.utc)
 
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -87,6 +83,8 @@ def parse_bound(text: str, now: datetime | None = None) -> datetime:
     if m and any(m.groups()):
         h, mi, s = (int(x or 0) for x in m.groups())
         return (now or datetime.now(timezone.utc)) - timedelta(hours=h, minutes=mi, seconds=s)
+    if re.fullmatch(r"\d{4}-\d\d-\d\d", text.strip()):  # a day: from its start, UTC
+        return parse_time(text.strip() + "T00:00:00Z")
     try:
         return parse_time(text)
     except BadInput:
