@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 
-from breakglass.errors import Unreachable
-from breakglass.logs.sources import LogSource
+from breakglass.errors import BadInput, Unreachable
+from breakglass.logs.sources import LogSource, _pod_log_key
 
 
 class ProcessStream:
@@ -42,34 +43,18 @@ def talos_sources(talos, nodes: list[str]) -> list[LogSource]:
 
 def ssh_sources(node, pods_dir: str = "/var/log/pods") -> list[LogSource]:
     """kube-apiserver's CRI logs on a node: pod directories newest first (the UID changes with
-    every manifest edit), each one's files in kubelet rotation order, gzipped ones included.
-    Each file is streamed with `cat` when it is read, never copied first."""
-    import shlex  # noqa: PLC0415
-
-    from breakglass.errors import BadInput  # noqa: PLC0415
-    from breakglass.logs.sources import _pod_log_key  # noqa: PLC0415
-
+    every manifest edit), each one's files in kubelet rotation order, gzipped ones included."""
     base = shlex.quote(pods_dir.rstrip("/"))
     r = node.run(f"ls -1dt {base}/kube-system_kube-apiserver-* 2>/dev/null; true")
     dirs = [d for d in r.out.decode("utf-8", "replace").split("\n") if d.strip()]
     if not dirs:
         raise BadInput(f"{node.host}: no kube-apiserver pod logs under {pods_dir}")
-    out = []
-    for d in dirs:
-        r = node.run(f"find {shlex.quote(d)} -type f -name '*.log*'")
-        files = sorted((f for f in r.out.decode("utf-8", "replace").split("\n") if f.strip()), key=_pod_log_key)
-        for f in files:
-            out.append(LogSource(name=f"{node.host}:{f}", lenient=True,
-                                 opener=lambda path=f: node.stream(f"cat {shlex.quote(path)}")))
-    return out
+    return [_ssh_source(node, f, True) for d in dirs for f in _ssh_find(node, d, " -name '*.log*'")]
 
 
 def talos_files(talos, nodes: list[str], roots: list[str]) -> list[LogSource]:
     """Files at or under these paths on each node (audit logs at /var/log/audit/kube/ on Talos), in
     rotation order, each streamed with `talosctl read` when it is read."""
-    from breakglass.errors import BadInput  # noqa: PLC0415
-    from breakglass.logs.sources import _pod_log_key  # noqa: PLC0415
-
     out = []
     for node in nodes:
         for root in roots:
@@ -83,20 +68,23 @@ def talos_files(talos, nodes: list[str], roots: list[str]) -> list[LogSource]:
 
 
 def ssh_files(node, roots: list[str]) -> list[LogSource]:
-    """Files at or under these paths on a node (audit logs are root's: read with sudo), in rotation
-    order, each streamed with `cat` when it is read, never copied first."""
-    import shlex  # noqa: PLC0415
-
-    from breakglass.errors import BadInput  # noqa: PLC0415
-    from breakglass.logs.sources import _pod_log_key  # noqa: PLC0415
-
+    """Files at or under these paths on a node (audit logs are root's: read with sudo), in rotation order."""
     out = []
     for root in roots:
-        r = node.run(f"find {shlex.quote(root)} -type f 2>/dev/null; true")
-        files = sorted((f for f in r.out.decode("utf-8", "replace").split("\n") if f.strip()), key=_pod_log_key)
+        files = _ssh_find(node, root, " 2>/dev/null; true")
         if not files:
             raise BadInput(f"{node.host}:{root}: no such file, or an empty directory")
-        out += [LogSource(name=f"{node.host}:{f}", lenient=len(files) > 1,
-                          opener=lambda path=f: node.stream(f"cat {shlex.quote(path)}")) for f in files]
+        out += [_ssh_source(node, f, len(files) > 1) for f in files]
     return out
 
+
+def _ssh_find(node, root: str, tail: str) -> list[str]:
+    """Regular files at or under ``root`` on the node, in rotation order (oldest rotated file first)."""
+    r = node.run(f"find {shlex.quote(root)} -type f{tail}")
+    return sorted((f for f in r.out.decode("utf-8", "replace").split("\n") if f.strip()), key=_pod_log_key)
+
+
+def _ssh_source(node, path: str, lenient: bool) -> LogSource:
+    """One remote file, streamed with `cat` when it is read, never copied first."""
+    return LogSource(name=f"{node.host}:{path}", lenient=lenient,
+                     opener=lambda: node.stream(f"cat {shlex.quote(path)}"))
