@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench bundle system-deps clean
+.PHONY: demo test bench bundle system-deps clean go-components kube-apiserver
 
 $(STAMP): pyproject.toml scripts/bootstrap.sh
 	bash scripts/bootstrap.sh python
@@ -19,7 +19,15 @@ demo: $(STAMP)
 	bash scripts/bootstrap.sh demo
 	$(PY) examples/demo.py
 
-test: $(STAMP) system-deps
+# Real components built from their published Go modules (go/versions): kube-apiserver per version, Talos'
+# config machinery. The first build downloads modules and compiles (see README for timings); later ones link.
+go-components:
+	bash scripts/gobuild.sh --if-go
+
+kube-apiserver:
+	bash scripts/gobuild.sh kube-apiserver
+
+test: $(STAMP) system-deps go-components
 	$(PY) -m pytest -q
 
 bench: $(STAMP) bundle
@@ -37,4 +45,4 @@ bundle: $(STAMP)
 	$(PY) scripts/bundle.py $(if $(PYTHONS),--python $(PYTHONS)) $(if $(MACHINES),--machine $(MACHINES))
 
 clean:
-	rm -rf $(VENV) bench/.data .pytest_cache dist
+	rm -rf $(VENV) bench/.data .pytest_cache dist build
