@@ -1,5 +1,7 @@
 """`breakglass sandbox up|down|status`: the local rehearsal environment."""
 
+import enum
+import sys
 from typing import Optional
 
 import typer
@@ -16,22 +18,44 @@ from breakglass.cli._base import (
 )
 
 
-sandbox_app = typer.Typer(name="sandbox", help="A local rehearsal environment: real etcd seeded like the "
-                                                "Talos/Kyverno outage, plus logs and configs.", no_args_is_help=True,
+sandbox_app = typer.Typer(name="sandbox", help="A local rehearsal environment: a real etcd, and with --apiserver "
+                                                "a real kube-apiserver in the outage's state.", no_args_is_help=True,
                           rich_markup_mode=None)
 app.add_typer(sandbox_app, name="sandbox")
 SandboxDirOpt = Annotated[Optional[str], typer.Option(
     "--dir", help="Sandbox directory (default: the state directory's sandbox/).", show_default=False)]
 
 
+class Scenario(str, enum.Enum):
+    deadlock = "deadlock"
+    fail_open = "fail-open"
+    healthy = "healthy"
+
+
 @sandbox_app.command("up")
 def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
+               apiserver: Annotated[Optional[str], typer.Option(
+                   "--apiserver", help="A kube-apiserver binary (a release tarball's, one extracted from the image, "
+                                       "or `make kube-apiserver`'s): run it for real in the scenario's state.",
+                   show_default=False)] = None,
+               scenario: Annotated[Scenario, typer.Option(
+                   help="With --apiserver: deadlock (the Talos/Kyverno upgrade outage; 1.33+ never becomes ready), "
+                        "fail-open (Gatekeeper-shaped, requests leak), or healthy.")] = Scenario.deadlock,
                output: OutputOpt = Output.text, verbose: VerboseOpt = False) -> None:
-    """Start the sandbox (idempotent) and print the flags that point breakglass at it.
+    """Start the sandbox (idempotent) and print how to point breakglass at it.
+
+    Without --apiserver: a real etcd holding the outage's webhook configurations, an example apiserver log,
+    a Talos machine config and a kubeadm manifest. With --apiserver: also that kube-apiserver, for real, on
+    loopback with its own throwaway CA, a kubeconfig, a kubeadm static-pod manifest that a kubelet stand-in
+    obeys, and audit logging, brought into the scenario's state the way a real cluster gets there.
 
     Examples:
 
       breakglass sandbox up
+
+      breakglass sandbox up --apiserver build/kube-apiserver/v1.34.4/kube-apiserver
+
+      breakglass sandbox up --apiserver ./kube-apiserver --scenario fail-open -o json
 
       breakglass webhooks $(breakglass sandbox up -o json | jq -r .result.flags)
     """
@@ -39,7 +63,10 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
     def body() -> int:
         from breakglass import sandbox  # noqa: PLC0415
 
-        sb = sandbox.up(sandbox_dir or sandbox.default_dir(state_dir))
+        say = (lambda m: print(f"sandbox: {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() or \
+            output is Output.text else (lambda _m: None)
+        sb = sandbox.up(sandbox_dir or sandbox.default_dir(state_dir), apiserver=apiserver,
+                        scenario=scenario.value, say=say)
         st = sandbox.status(sb.dir)
         _show(output, "Sandbox", st, lambda: _render_sandbox(st))
         return 0
@@ -89,10 +116,45 @@ def sandbox_status(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = N
     _run(output, verbose, body)
 
 
+@sandbox_app.command("backend")
+def sandbox_backend(action: Annotated[str, typer.Argument(help="start or stop", show_default=False)],
+                    sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
+                    output: OutputOpt = Output.text, verbose: VerboseOpt = False) -> None:
+    """Start or stop the webhook's backend: "the policy engine is back" (or down again).
+
+    Examples:
+
+      breakglass sandbox backend start
+
+      breakglass sandbox backend stop
+    """
+
+    def body() -> int:
+        from breakglass import sandbox  # noqa: PLC0415
+        from breakglass.errors import BadInput  # noqa: PLC0415
+
+        if action not in ("start", "stop"):
+            raise BadInput(f"sandbox backend: unknown action {action!r} (start or stop)")
+        d = sandbox_dir or sandbox.default_dir(state_dir)
+        st = sandbox.backend(d, action == "start")
+        _show(output, "Sandbox", st, lambda: f"webhook backend {'running' if st['running'] else 'stopped'} "
+                                             f"({st['url']})")
+        return 0
+
+    _run(output, verbose, body)
+
+
 def _render_sandbox(st: dict) -> str:
     if not st.get("running"):
         return f"sandbox not running ({st['dir']})"
     out = [f"sandbox running in {st['dir']} (etcd pid {st['pid']})", f"  etcd: {st['flags']}"]
-    out += [f"  {k}: {v}" for k, v in st["files"].items()]
+    api = st.get("apiserver")
+    if api:
+        state = "READY" if api["ready"] else "NOT READY" + (f" ({', '.join(api['failing'])})" if api["failing"]
+                                                            else "")
+        out += [f"  REHEARSAL: kube-apiserver {api['version']} ({api['scenario']}) at {api['url']}: {state}",
+                f"  kubeconfig: {api['kubeconfig']}",
+                f"  webhook backend: {'running' if api['backend_running'] else 'down'} ({api['webhook_url']})"]
+    out += [f"  {k}: {v}" for k, v in st["files"].items() if not api or k != "kubeconfig"]
     out.append("try: breakglass diagnose " + st["files"].get("apiserver_log", "") + "; breakglass audit " + st["flags"])
     return "\n".join(out)

@@ -1,10 +1,11 @@
-"""A local rehearsal environment: a real etcd seeded as kube-apiserver would, plus the files of
-the Talos/Kyverno story, so every recovery can be rehearsed before the night it is needed.
+"""A local rehearsal environment, so every recovery can be rehearsed before the night it is needed.
 
-``up`` starts Debian's etcd on a free loopback port (in the background, its own session),
-writes the Kyverno configuration of the story and innocent ones byte for byte as
-kube-apiserver stores them, and copies example apiserver logs, a Talos machine config and a
-kubeadm manifest next to it. ``down`` stops it and removes the directory; ``status`` shows it.
+``up`` starts Debian's etcd on a free loopback port (in the background, its own session). Given a
+kube-apiserver binary (``apiserver=``), it runs the real apiserver on that etcd and brings it into a
+scenario's state (``controlplane``, ``scenarios``): the seed's deadlock, a fail-open webhook, or health.
+Without one, it writes the Kyverno configuration of the story and innocent ones byte for byte as
+kube-apiserver stores them, and copies an example apiserver log, a Talos machine config and a kubeadm
+manifest next to it. ``down`` stops everything it started and removes the directory; ``status`` shows it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from breakglass import journal
 from breakglass.errors import BadInput, Unreachable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))  # the checkout, for the example files
 
 KYVERNO = {
     "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
@@ -68,6 +70,7 @@ class Sandbox:
     endpoint: str
     pid: int
     files: dict
+    apiserver: dict | None = None
 
     def flags(self) -> str:
         return f"--etcd-endpoints {self.endpoint}"
@@ -142,20 +145,40 @@ def load(directory: str) -> Sandbox | None:
     try:
         with open(os.path.join(directory, "sandbox.json"), encoding="utf-8") as f:
             d = json.load(f)
-        return Sandbox(directory, str(d["endpoint"]), int(d["pid"]), dict(d["files"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        api = d.get("apiserver")
+        return Sandbox(directory, str(d["endpoint"]), int(d["pid"]), dict(d["files"]),
+                       dict(api) if isinstance(api, dict) else None)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _save(sb: Sandbox) -> None:
+    from breakglass.textfile import write_private  # noqa: PLC0415
+
+    state = {"endpoint": sb.endpoint, "pid": sb.pid, "files": sb.files, "apiserver": sb.apiserver}
+    write_private(os.path.join(sb.dir, "sandbox.json"), json.dumps(state, indent=2).encode())
 
 
 def status(directory: str) -> dict:
     sb = load(directory)
     if sb is None:
         return {"running": False, "dir": directory}
-    return {"running": _alive(sb.pid, directory), "dir": directory, "endpoint": sb.endpoint, "pid": sb.pid,
-            "files": sb.files, "flags": sb.flags()}
+    out = {"running": _alive(sb.pid, directory), "dir": directory, "endpoint": sb.endpoint, "pid": sb.pid,
+           "files": sb.files, "flags": sb.flags()}
+    if sb.apiserver:
+        from breakglass.sandbox import controlplane  # noqa: PLC0415
+
+        api = {k: sb.apiserver[k] for k in ("url", "kubeconfig", "log", "audit_log", "version", "scenario", "node",
+                                            "manifest", "webhook_url") if k in sb.apiserver}
+        api.update(controlplane.readiness(sb.apiserver, directory) if out["running"] else
+                   {"ready": False, "status": None, "failing": [], "pid": None})
+        api["backend_running"] = controlplane.running(sb.apiserver.get("backend_pid"), os.path.join(directory, "pki"))
+        out["apiserver"] = api
+    return out
 
 
-def up(directory: str, etcd_binary: str | None = None) -> Sandbox:
+def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = None, scenario: str = "deadlock",
+       say=lambda _m: None) -> Sandbox:
     existing = load(directory)
     if existing and _alive(existing.pid, directory):
         return existing
@@ -181,9 +204,20 @@ def up(directory: str, etcd_binary: str | None = None) -> Sandbox:
         raise Unreachable(f"sandbox etcd {why}; see {directory}/etcd.log")
     files = _files(directory)
     sb = Sandbox(directory, endpoint, proc.pid, files)
-    with open(os.path.join(directory, "sandbox.json"), "w", encoding="utf-8") as f:
-        json.dump({"endpoint": endpoint, "pid": proc.pid, "files": files}, f, indent=2)
-    _seed(sb)
+    _save(sb)
+    if apiserver is None:
+        _seed(sb)
+        return sb
+    from breakglass.sandbox import controlplane  # noqa: PLC0415
+
+    try:
+        sb.apiserver = controlplane.start(directory, endpoint, apiserver, scenario, free_port, say)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    sb.files.update(apiserver_log=sb.apiserver["log"], kubeadm_manifest=sb.apiserver["manifest"],
+                    audit_log=sb.apiserver["audit_log"], kubeconfig=sb.apiserver["kubeconfig"])
+    _save(sb)
     return sb
 
 
@@ -210,11 +244,10 @@ def _seed(sb: Sandbox) -> None:
 
 
 def _files(directory: str) -> dict:
-    root = os.path.dirname(HERE)
     src = {
-        "apiserver_log": os.path.join(root, "examples", "logs", "talos-servicecidr-kyverno.log"),
-        "talos_config": os.path.join(root, "examples", "sandbox", "talos-controlplane.yaml"),
-        "kubeadm_manifest": os.path.join(root, "examples", "sandbox", "kube-apiserver.yaml"),
+        "apiserver_log": os.path.join(ROOT, "examples", "logs", "talos-servicecidr-kyverno.log"),
+        "talos_config": os.path.join(ROOT, "examples", "sandbox", "talos-controlplane.yaml"),
+        "kubeadm_manifest": os.path.join(ROOT, "examples", "sandbox", "kube-apiserver.yaml"),
     }
     out = {}
     for name, path in src.items():
@@ -225,10 +258,31 @@ def _files(directory: str) -> dict:
     return out
 
 
+def backend(directory: str, start: bool) -> dict:
+    """Start or stop the webhook's backend of a sandbox with an apiserver."""
+    from breakglass.sandbox import controlplane  # noqa: PLC0415
+
+    sb = load(directory)
+    if sb is None or not sb.apiserver or not _alive(sb.pid, directory):
+        raise BadInput(f"no sandbox with an apiserver runs in {directory}",
+                       hint="breakglass sandbox up --apiserver PATH")
+    if start:
+        controlplane.start_backend(directory, sb.apiserver)
+    else:
+        controlplane.stop_process(sb.apiserver.get("backend_pid"), os.path.join(directory, "pki"))
+        sb.apiserver["backend_pid"] = None
+    _save(sb)
+    return {"running": start, "url": sb.apiserver["webhook_url"]}
+
+
 def down(directory: str) -> bool:
     _refuse_foreign(directory)
     sb = load(directory)
     was = False
+    if sb is not None and sb.apiserver:
+        from breakglass.sandbox import controlplane  # noqa: PLC0415
+
+        was = controlplane.stop(directory, sb.apiserver)
     if sb is not None and _alive(sb.pid, directory):
         was = True
         os.killpg(sb.pid, signal.SIGTERM)

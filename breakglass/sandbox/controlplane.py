@@ -1,0 +1,185 @@
+"""Bring a real kube-apiserver into a scenario's state, and take it down again.
+
+The order is the one a real cluster goes through: the apiserver boots once on the sandbox's etcd so every
+bootstrap object exists; the operator installs the webhook; its backend goes down; for the deadlock, the
+objects a 1.32 cluster never had are removed; then the node's own machinery (the kubelet stand-in reading a
+kubeadm static-pod manifest) restarts the apiserver, and the scenario's end state is waited for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+
+from breakglass.errors import BreakglassError, Unreachable
+from breakglass.sandbox import apiserver, pki as pkimod, scenarios
+from breakglass.sandbox.apiserver import Client, Layout
+from breakglass.textfile import write_private
+
+
+def _spawn(argv: list[str], log_path: str) -> subprocess.Popen:
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def running(pid: int | None, marker: str) -> bool:
+    """``pid`` is alive and its command line names ``marker`` (a path inside this sandbox), so a recycled
+    pid is never taken for ours."""
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return marker.encode() in f.read()
+    except OSError:
+        return False
+
+
+def stop_process(pid: int | None, marker: str, group: bool = True, seconds: float = 15) -> bool:
+    if not running(pid, marker):
+        return False
+    try:
+        (os.killpg if group else os.kill)(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and running(pid, marker):
+        time.sleep(0.05)
+    if running(pid, marker):
+        (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+    return True
+
+
+def kubeadm_manifest(command: list[str], ver: str, port: int) -> str:
+    """A static-pod manifest in the shape ``kubeadm init`` writes, carrying the sandbox's command line."""
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"annotations": {"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint":
+                                     f"127.0.0.1:{port}"},
+                     "creationTimestamp": None, "labels": {"component": "kube-apiserver", "tier": "control-plane"},
+                     "name": "kube-apiserver", "namespace": "kube-system"},
+        "spec": {"containers": [{
+            "command": ["kube-apiserver", *command], "image": f"registry.k8s.io/kube-apiserver:{ver}",
+            "imagePullPolicy": "IfNotPresent",
+            "livenessProbe": {"failureThreshold": 8, "httpGet": {"host": "127.0.0.1", "path": "/livez", "port": port,
+                                                                 "scheme": "HTTPS"}},
+            "name": "kube-apiserver", "resources": {"requests": {"cpu": "250m"}}}],
+            "hostNetwork": True, "priority": 2000001000, "priorityClassName": "system-node-critical"},
+        "status": {},
+    }
+    return yaml.safe_dump(pod, sort_keys=False, default_flow_style=False)
+
+
+def _remove_upgrade_missing(etcd_endpoint: str) -> list[str]:
+    from breakglass.access.etcd import Etcd, EtcdSettings  # noqa: PLC0415
+
+    db = Etcd(EtcdSettings(endpoints=(etcd_endpoint,)), scenarios.UPGRADE_MISSING_PREFIXES)
+    removed = []
+    try:
+        for prefix in scenarios.UPGRADE_MISSING_PREFIXES:
+            for kv in list(db.range_prefix(prefix, keys_only=True)):
+                if db.delete_if_mod_revision(kv.key, kv.mod_revision):
+                    removed.append(kv.key.decode())
+    finally:
+        db.close()
+    return removed
+
+
+def start(directory: str, etcd_endpoint: str, binary: str, scenario: str, free_port, say=lambda _m: None) -> dict:
+    """Start the control plane of ``scenario`` under ``directory``; returns what sandbox.json records."""
+    binary = os.path.abspath(binary)
+    ver = apiserver.version(binary)
+    layout = Layout(directory)
+    keys = pkimod.make(layout.pki_dir)
+    port, backend_port = free_port(), free_port()
+    url = f"https://127.0.0.1:{port}"
+    apiserver.write_files(layout, keys, url)
+    command = apiserver.flags(layout, keys, etcd_endpoint, port)
+    client = Client(url, keys)
+    info = {"url": url, "kubeconfig": layout.kubeconfig, "log": layout.log, "audit_log": layout.audit_log,
+            "version": ver, "binary": binary, "scenario": scenario, "node": "kubeadm", "manifest": layout.manifest,
+            "backend_port": backend_port, "webhook_url": f"https://127.0.0.1:{backend_port}",
+            "kubelet_pid": None, "backend_pid": None}
+
+    say(f"booting kube-apiserver {ver} once so the bootstrap objects exist")
+    first = _spawn([binary, *command], layout.log)
+    try:
+        apiserver.wait_state(client, "ready", 120, alive=lambda: first.poll() is None)
+        say(f"installing the {scenario} webhook as its operator would")
+        for obj in scenarios.webhooks(scenario, info["webhook_url"], keys.ca):
+            client.must("POST", scenarios.VWC_PATH, obj)
+        if scenario == "fail-open":
+            say("sending requests while the webhook's backend is down (they are admitted: it fails open)")
+            for path, obj in scenarios.leaked_requests():
+                client.must("POST", path, obj)
+    finally:
+        first.terminate()
+        first.wait(30)
+    if scenario == "deadlock":
+        removed = _remove_upgrade_missing(etcd_endpoint)
+        info["removed_keys"] = removed
+        say(f"removed what a cluster upgraded from 1.32 lacks: {', '.join(removed) or 'nothing'}")
+    if scenario == "healthy":
+        start_backend(directory, info)
+
+    write_private(layout.manifest, kubeadm_manifest(command, ver, port).encode())
+    kubelet = _spawn([sys.executable, "-m", "breakglass.sandbox.kubelet", "--manifest", layout.manifest,
+                      "--binary", binary, "--log", layout.log, "--state", layout.path("kubelet.json")],
+                     layout.path("kubelet.log"))
+    info["kubelet_pid"] = kubelet.pid
+    say("restarting kube-apiserver from the static-pod manifest (kubelet stand-in)")
+    want = "stuck" if scenario == "deadlock" and apiserver.minor(ver) >= 33 else "ready"
+    try:
+        apiserver.wait_state(client, want, 120, alive=lambda: kubelet.poll() is None)
+    except BreakglassError:
+        stop(directory, info)
+        raise
+    return info
+
+
+def kubelet_state(directory: str) -> dict:
+    try:
+        with open(Layout(directory).path("kubelet.json"), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def start_backend(directory: str, info: dict) -> int:
+    """Start the webhook's backend (it admits everything): the operator's webhook is healthy again."""
+    layout = Layout(directory)
+    if running(info.get("backend_pid"), layout.pki_dir):
+        return info["backend_pid"]
+    keys = pkimod.load(layout.pki_dir)
+    proc = _spawn([sys.executable, "-m", "breakglass.sandbox.backend", "--port", str(info["backend_port"]),
+                   "--cert", keys.webhook_cert, "--key", keys.webhook_key], layout.path("backend.log"))
+    from breakglass.sandbox import wait_listening  # noqa: PLC0415
+
+    if wait_listening(proc, int(info["backend_port"]), 15):
+        raise Unreachable(f"the webhook backend did not start; see {layout.path('backend.log')}")
+    info["backend_pid"] = proc.pid
+    return proc.pid
+
+
+def stop(directory: str, info: dict) -> bool:
+    """Stop the kubelet stand-in (which stops the apiserver), any apiserver it left, and the backend."""
+    layout = Layout(directory)
+    was = stop_process(info.get("kubelet_pid"), layout.manifest, seconds=30)
+    was |= stop_process(kubelet_state(directory).get("pid"), layout.audit_log, group=False)
+    stop_process(info.get("backend_pid"), layout.pki_dir)
+    return was
+
+
+def readiness(info: dict, directory: str) -> dict:
+    """Whether the apiserver is ready now, and which checks fail."""
+    from breakglass.access.readyz import parse  # noqa: PLC0415
+
+    status, body = Client(info["url"], pkimod.load(Layout(directory).pki_dir), timeout=5).readyz()
+    failing = parse(body)[1] if status is not None else []
+    return {"ready": status == 200, "status": status, "failing": failing,
+            "pid": kubelet_state(directory).get("pid"), "restarts": kubelet_state(directory).get("restarts", 0)}
