@@ -182,6 +182,10 @@ def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = N
     existing = load(directory)
     if existing and _alive(existing.pid, directory):
         return existing
+    if apiserver is not None:
+        from breakglass.sandbox.apiserver import version  # noqa: PLC0415
+
+        version(apiserver)  # a wrong path is one line before anything starts
     binary = etcd_binary or shutil.which("etcd") or "/usr/bin/etcd"
     if not os.path.exists(binary):
         raise BadInput("etcd is not installed (Debian: apt-get install etcd-server; `make demo` installs it)")

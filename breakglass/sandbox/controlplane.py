@@ -128,8 +128,10 @@ def start(directory: str, etcd_endpoint: str, binary: str, scenario: str, free_p
         start_backend(directory, info)
 
     write_private(layout.manifest, kubeadm_manifest(command, ver, port).encode())
+    write_private(layout.path("images.json"), json.dumps(images(binary, ver), indent=2).encode())
     kubelet = _spawn([sys.executable, "-m", "breakglass.sandbox.kubelet", "--manifest", layout.manifest,
-                      "--binary", binary, "--log", layout.log, "--state", layout.path("kubelet.json")],
+                      "--binary", binary, "--images", layout.path("images.json"), "--log", layout.log,
+                      "--state", layout.path("kubelet.json")],
                      layout.path("kubelet.log"))
     info["kubelet_pid"] = kubelet.pid
     say("restarting kube-apiserver from the static-pod manifest (kubelet stand-in)")
@@ -140,6 +142,19 @@ def start(directory: str, etcd_endpoint: str, binary: str, scenario: str, free_p
         stop(directory, info)
         raise
     return info
+
+
+def images(binary: str, ver: str) -> dict[str, str]:
+    """Image tags the kubelet stand-in can "pull": the given binary's version, and every version built beside
+    it in `make kube-apiserver`'s layout (build/kube-apiserver/v<X.Y.Z>/kube-apiserver), for upgrades."""
+    out = {ver: binary}
+    parent = os.path.dirname(os.path.dirname(binary))
+    if os.path.basename(os.path.dirname(binary)) == ver:
+        for name in sorted(os.listdir(parent)):
+            candidate = os.path.join(parent, name, "kube-apiserver")
+            if name.startswith("v") and os.access(candidate, os.X_OK):
+                out.setdefault(name, candidate)
+    return out
 
 
 def kubelet_state(directory: str) -> dict:

@@ -4,8 +4,10 @@ kubelet with a kubeadm static-pod manifest, and Talos' machined with a machine c
 
 What it does, and what the real ones do:
 
-- kubeadm (``--manifest``): the container's ``command`` plus ``args``. A manifest that does not parse is a pod
-  that no longer exists, so the apiserver is stopped, as kubelet does with a broken static-pod file.
+- kubeadm (``--manifest``): the container's ``command`` plus ``args``, run by the binary that stands for the
+  container's ``image`` (``--images``: tag to binary), so an image bump upgrades the apiserver. A manifest that
+  does not parse is a pod that no longer exists, so the apiserver is stopped, as kubelet does with a broken
+  static-pod file.
 - Talos (``--talos-config``): the base flags Talos' controller would pass (written by the sandbox) with the
   machine config's ``extraArgs`` on top (``cluster.apiServer.extraArgs``, or the 1.14+ ``KubeAPIServerConfig``
   document). When the Talos machinery binary is given (``--talos-machinery``), the config is validated by
@@ -33,13 +35,18 @@ import yaml
 from breakglass.textfile import write_private
 
 
-def argv_from_manifest(text: str) -> list[str]:
+def argv_from_manifest(text: str) -> tuple[str, list[str]]:
+    """(image, arguments) of the static pod's first container."""
     pod = yaml.safe_load(text)
     container = pod["spec"]["containers"][0]
     argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
     if not argv:
         raise ValueError("the container has no command")
-    return argv[1:]
+    return str(container.get("image") or ""), argv[1:]
+
+
+def image_tag(image: str) -> str:
+    return image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else ""
 
 
 def extra_args_from_talos(text: str) -> dict[str, str]:
@@ -87,8 +94,10 @@ class Kubelet:
             return self.argv
         self.seen = digest
         try:
+            binary = self.o.binary
             if self.o.manifest:
-                args = argv_from_manifest(text)
+                image, args = argv_from_manifest(text)
+                binary = self._pull(image)
             else:
                 self._talos_validate(source)
                 with open(self.o.talos_base, encoding="utf-8") as f:
@@ -97,7 +106,20 @@ class Kubelet:
             self.error = f"{source}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
             return self.argv if self.o.talos_config else None  # Talos keeps running; kubelet drops the pod
         self.error = None
-        return [self.o.binary, *args]
+        return [binary, *args]
+
+    def _pull(self, image: str) -> str:
+        """The binary that stands for ``image``: the sandbox's images.json maps tags (v1.34.4) to kube-apiserver
+        binaries, so editing the manifest's image upgrades the apiserver as `kubeadm upgrade` does. An image
+        with no binary is kubelet's ErrImagePull: no apiserver runs."""
+        if not self.o.images:
+            return self.o.binary
+        with open(self.o.images, encoding="utf-8") as f:
+            images = json.load(f)
+        tag = image_tag(image)
+        if tag not in images:
+            raise ValueError(f"ErrImagePull: no kube-apiserver binary for image {image!r} (have: {', '.join(images)})")
+        return images[tag]
 
     def _talos_validate(self, source: str) -> None:
         if not self.o.talos_machinery:
@@ -154,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--talos-base", help="JSON list of the base flags Talos would pass")
     ap.add_argument("--talos-machinery", help="the real Talos machinery binary, to validate as Talos does")
     ap.add_argument("--binary", required=True)
+    ap.add_argument("--images", help="JSON map of image tags to kube-apiserver binaries")
     ap.add_argument("--log", required=True)
     ap.add_argument("--state", required=True)
     opts = ap.parse_args(argv)

@@ -1,0 +1,268 @@
+"""End to end on a real kube-apiserver (built from its Go module by `make go-components`) and a real etcd:
+the seed's deadlock reproduced the way a cluster gets there, diagnosed from the apiserver's own log, broken
+by each remedy, healed, and reverted exactly. Required under CI (a missing build fails); skipped with the
+reason elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+import yaml
+
+from breakglass.sandbox import scenarios
+from tests.real_control_plane import binary_for, real_sandbox  # noqa: F401 - the fixture
+
+KEY = f"/registry/validatingwebhookconfigurations/{scenarios.KYVERNO_NAME}"
+HOOK = "poststarthook/start-kubernetes-service-cidr-controller"
+
+
+def _json(p):
+    assert p.stdout, p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+def test_the_seed_deadlocks_1_34_and_diagnose_names_webhook_configuration_and_object(real_sandbox):
+    ver, binary = binary_for("1.34")
+    sb = real_sandbox(binary)
+    st = sb.wait(ready=False, failing=HOOK)
+    assert st["ready"] is False and st["status"] == 500
+    assert sb.api["version"] == f"v{ver}"
+    p = sb.cli("diagnose", sb.api["log"], "-o", "json")
+    assert p.returncode == 3, p.stderr.decode()
+    result = _json(p)["result"]
+    assert result["verdict"]["state"] == "deadlocked"
+    f = next(f for f in result["findings"] if f["bootstrap_deadlock"])
+    assert f["webhook"] == "validate.kyverno.svc-fail"
+    assert f["configuration"] == scenarios.KYVERNO_NAME
+    assert f["cause_class"] == "unreachable" and f["mode"] == "closed"
+    assert 'ServiceCIDR "kubernetes"' in f["blocked"]
+    assert "start-kubernetes-service-cidr-controller" in f["hooks"]
+    assert f["url"].startswith(sb.api["webhook_url"])
+    # the etcd way out names the real key, which exists (no API group in it)
+    etcd_way = next(r for r in result["remedies"] if r["method"] == "etcd")
+    assert etcd_way["targets"][0]["etcd_key"] == KEY and sb.etcd_value(KEY)
+
+
+def _heal_and_check(sb) -> None:
+    """The webhook's backend comes back; an ordinary request is admitted through it."""
+    assert sb.cli("sandbox", "backend", "start", "--dir", sb.dir).returncode == 0
+    status, out = sb.client().call("POST", "/api/v1/namespaces/default/configmaps",
+                                   {"metadata": {"generateName": "after-heal-"}, "data": {"a": "b"}})
+    assert status == 201, out
+
+
+@pytest.mark.parametrize("method", ["etcd", "kubeapi", "kubeadm"])
+def test_each_remedy_makes_the_real_apiserver_ready_and_revert_restores_the_exact_state(real_sandbox, method):
+    _, binary = binary_for("1.34")
+    sb = real_sandbox(binary)
+    sb.wait(ready=False, failing=HOOK)
+    before_value = sb.etcd_value(KEY)
+    with open(sb.api["manifest"], "rb") as f:
+        before_manifest = f.read()
+    before_spec = sb.client().must("GET", f"{scenarios.VWC_PATH}/{scenarios.KYVERNO_NAME}")["webhooks"]
+    target = ["-w", scenarios.KYVERNO_NAME]
+    args = {
+        "etcd": ["--method", "etcd", *target, "--etcd-endpoints", sb.endpoint],
+        "kubeapi": ["--method", "kubeapi", *target, "--kubeconfig", sb.api["kubeconfig"]],
+        "kubeadm": ["--method", "kubeadm", "--manifest", sb.api["manifest"], "--verify-timeout", "120"],
+    }[method]
+    p = sb.cli("recover", *args, "--yes", "-o", "json")
+    assert p.returncode == 0, p.stderr.decode() + p.stdout.decode()
+    sb.wait(ready=True)
+    if method == "kubeadm":
+        assert "--disable-admission-plugins=ValidatingAdmissionWebhook" in " ".join(sb.kubelet()["argv"])
+    _heal_and_check(sb)
+
+    p = sb.cli("revert", "--yes", "--etcd-endpoints", sb.endpoint, "-o", "json")
+    assert p.returncode == 0, p.stderr.decode() + p.stdout.decode()
+    with open(sb.api["manifest"], "rb") as f:
+        assert f.read() == before_manifest
+    if method == "etcd":
+        assert sb.etcd_value(KEY) == before_value  # byte for byte, as kube-apiserver stored it
+    after_spec = sb.client().must("GET", f"{scenarios.VWC_PATH}/{scenarios.KYVERNO_NAME}")["webhooks"]
+    assert after_spec == before_spec  # failurePolicy Fail again, everything else as it was
+    # the restored webhook is live again and the backend answers it; the bootstrap objects now exist
+    sb.wait(ready=True)
+    if method == "kubeadm":
+        assert "--disable-admission-plugins" not in " ".join(sb.kubelet()["argv"])
+    _heal_and_check(sb)
+
+
+def test_on_1_32_the_webhook_does_not_deadlock_audit_predicts_1_34_and_the_upgrade_does(real_sandbox):
+    old, old_binary = binary_for("1.32")
+    new, _ = binary_for("1.34")
+    sb = real_sandbox(old_binary)
+    sb.wait(ready=True)  # same webhook, same backend down, restarted: 1.32 has no default ServiceCIDR to make
+    p = sb.cli("audit", "--kubeconfig", sb.api["kubeconfig"], "--target-version", new.rsplit(".", 1)[0], "-o", "json")
+    assert p.returncode == 3, p.stderr.decode()
+    findings = _json(p)["result"]["findings"]
+    hit = [f for f in findings if f["rule"] == "bootstrap-intercept" and "ServiceCIDR" in json.dumps(f)]
+    assert hit and hit[0]["severity"] == "critical", findings
+    # the upgrade, as kubeadm does it: the static pod's image moves to the new version
+    with open(sb.api["manifest"], encoding="utf-8") as f:
+        manifest = f.read()
+    with open(sb.api["manifest"], "w", encoding="utf-8") as f:
+        f.write(manifest.replace(f"kube-apiserver:v{old}", f"kube-apiserver:v{new}"))
+    st = sb.wait(ready=False, failing=HOOK, seconds=180)
+    assert sb.kubelet()["argv"][0].endswith(f"v{new}/kube-apiserver") and st["status"] == 500
+
+
+def test_the_lasting_fix_is_accepted_by_real_cel_validation_and_a_restart_no_longer_deadlocks(real_sandbox):
+    _, binary = binary_for("1.34")
+    sb = real_sandbox(binary)
+    sb.wait(ready=False, failing=HOOK)
+    p = sb.cli("recover", "--method", "kubeapi", "-w", scenarios.KYVERNO_NAME, "--action", "exclude",
+               "--kubeconfig", sb.api["kubeconfig"], "--yes", "-o", "json")
+    assert p.returncode == 0, p.stderr.decode() + p.stdout.decode()
+    stored = sb.client().must("GET", f"{scenarios.VWC_PATH}/{scenarios.KYVERNO_NAME}")["webhooks"][0]
+    assert stored["failurePolicy"] == "Fail" and stored["matchConditions"]  # CEL compiled and stored by the apiserver
+    sb.wait(ready=True)
+    # restart into the upgrade state again: kubelet drops the pod (unparseable manifest), the objects a 1.32
+    # cluster lacked are removed, the manifest comes back
+    with open(sb.api["manifest"], "rb") as f:
+        manifest = f.read()
+    with open(sb.api["manifest"], "w") as f:
+        f.write("{not yaml")
+    _wait_no_apiserver(sb)
+    from breakglass.sandbox.controlplane import _remove_upgrade_missing
+    assert "/registry/servicecidrs/kubernetes" in _remove_upgrade_missing(sb.endpoint)
+    with open(sb.api["manifest"], "wb") as f:
+        f.write(manifest)
+    sb.wait(ready=True)
+    assert sb.etcd_value("/registry/servicecidrs/kubernetes")  # recreated past the webhook
+    # ordinary requests still go to the webhook (its backend is still down, so it fails closed)
+    status, out = sb.client().call("POST", "/api/v1/namespaces/default/configmaps",
+                                   {"metadata": {"name": "ordinary"}, "data": {"a": "b"}})
+    assert status == 500 and 'failed calling webhook "validate.kyverno.svc-fail"' in out["message"], out
+
+
+def _wait_no_apiserver(sb, seconds: float = 60) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        k = sb.kubelet()
+        if k["pid"] is None and k["error"]:
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"kubelet stand-in still runs an apiserver: {sb.kubelet()}")
+
+
+def test_an_enable_disable_overlap_is_refused_by_the_real_apiserver_and_breakglass_never_writes_one(real_sandbox):
+    _, binary = binary_for("1.34")
+    sb = real_sandbox(binary)
+    sb.wait(ready=False, failing=HOOK)
+    with open(sb.api["manifest"], encoding="utf-8") as f:
+        original = f.read()
+    enabled = original.replace("--enable-admission-plugins=NodeRestriction",
+                               "--enable-admission-plugins=NodeRestriction,ValidatingAdmissionWebhook")
+    overlap = enabled.replace("    - --enable-bootstrap-token-auth=true",
+                              "    - --disable-admission-plugins=ValidatingAdmissionWebhook\n"
+                              "    - --enable-bootstrap-token-auth=true")
+    assert overlap != enabled != original
+    with open(sb.api["manifest"], "w", encoding="utf-8") as f:
+        f.write(overlap)
+    import time
+
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not sb.kubelet().get("last_exit"):
+        time.sleep(0.25)
+    assert sb.kubelet()["last_exit"] not in (None, 0), sb.kubelet()
+    # kube-apiserver's own words (pkg/kubeapiserver/options/admission.go)
+    assert re.search(r'"command failed" err="\[ValidatingAdmissionWebhook\] in enable-admission-plugins and '
+                     r'disable-admission-plugins overlapped"', sb.log()), sb.log()[-3000:]
+    # breakglass on the enabled-but-not-disabled manifest: the plugin leaves the enable list, no overlap
+    with open(sb.api["manifest"], "w", encoding="utf-8") as f:
+        f.write(enabled)
+    p = sb.cli("recover", "--method", "kubeadm", "--manifest", sb.api["manifest"], "--plugins",
+               "ValidatingAdmissionWebhook", "--verify-timeout", "120", "--yes", "-o", "json")
+    assert p.returncode == 0, p.stderr.decode() + p.stdout.decode()
+    command = yaml.safe_load(open(sb.api["manifest"]))["spec"]["containers"][0]["command"]
+    assert "--enable-admission-plugins=NodeRestriction" in command
+    assert "--disable-admission-plugins=ValidatingAdmissionWebhook" in command
+    sb.wait(ready=True)
+
+
+def test_fail_open_leaks_are_in_the_real_audit_log_and_leaks_lists_exactly_them(real_sandbox):
+    _, binary = binary_for("1.34")
+    sb = real_sandbox(binary, "fail-open")
+    assert sb.status()["ready"] is True  # fail-open: nothing blocks, the apiserver is healthy
+    p = sb.cli("leaks", "--audit-log", sb.api["audit_log"], "-o", "json")
+    assert p.returncode == 3, p.stderr.decode()
+    leaks = _json(p)["result"]["leaks"]
+    got = sorted((x["verb"], x["resource"], x["namespace"] or "", x["name"]) for x in leaks)
+    ns = scenarios.LEAKED_NAMESPACE
+    assert got == sorted([("create", "namespaces", "", ns), ("create", "configmaps", ns, "unlabelled-config"),
+                          ("create", "clusterrolebindings.rbac.authorization.k8s.io", "", "team-a-is-cluster-admin")])
+    assert all(x["webhooks"] == ["validation.gatekeeper.sh"] for x in leaks)
+    # kube-apiserver's own log shows the same webhook failing open over the same requests
+    p = sb.cli("leaks", "--apiserver-log", sb.api["log"], "-o", "json")
+    assert p.returncode == 3, p.stderr.decode() + p.stdout.decode()
+    result = _json(p)["result"]
+    assert "validation.gatekeeper.sh" in json.dumps(result["by_webhook"])
+    assert result["windows"], result
+
+
+def test_webhooks_and_audit_read_the_same_real_objects_from_etcd_and_through_the_api(real_sandbox):
+    _, binary = binary_for("1.34")
+    sb = real_sandbox(binary, "healthy")
+    sb.wait(ready=True)
+    # the etcd path decodes kube-apiserver's own protobuf bytes; the API path reads its JSON: same answer
+    via_etcd = _json(sb.cli("webhooks", "--etcd-endpoints", sb.endpoint, "-o", "json"))["result"]["rows"]
+    via_api = _json(sb.cli("webhooks", "--kubeconfig", sb.api["kubeconfig"], "-o", "json"))["result"]["rows"]
+    assert [r.pop("source").split("/")[-1] for r in via_etcd] == [r.pop("source").split("/")[-1] for r in via_api]
+    assert via_etcd == via_api and any(r["configuration"] == scenarios.KYVERNO_NAME for r in via_api)
+    a = sb.cli("audit", "--etcd-endpoints", sb.endpoint, "-o", "json")
+    b = sb.cli("audit", "--kubeconfig", sb.api["kubeconfig"], "-o", "json")
+    assert a.returncode == b.returncode == 3
+    strip = lambda fs: json.loads(re.sub(r'(etcd:/registry|api:/apis/admissionregistration.k8s.io/v1)/', "", json.dumps(fs)))  # noqa: E731
+    assert strip(_json(a)["result"]["findings"]) == strip(_json(b)["result"]["findings"])
+
+
+def test_sandbox_with_a_real_apiserver_leaves_no_process_behind(tmp_path):
+    from tests.conftest import run_cli
+
+    _, binary = binary_for("1.34")
+    d = str(tmp_path / "sb")
+    p = run_cli("sandbox", "up", "--dir", d, "--apiserver", binary, "--scenario", "healthy", "-o", "json",
+                timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    st = json.loads(p.stdout)["result"]
+    pids = [st["pid"], st["apiserver"]["pid"]]
+    assert st["apiserver"]["ready"] and st["apiserver"]["backend_running"]
+    again = json.loads(run_cli("sandbox", "up", "--dir", d, "-o", "json").stdout)["result"]
+    assert again["apiserver"]["pid"] == st["apiserver"]["pid"]  # idempotent: the same processes
+    assert run_cli("sandbox", "down", "--dir", d).returncode == 0
+    assert not os.path.exists(d)
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or d.encode() not in open(f"/proc/{pid}/cmdline", "rb").read()
+    leftovers = [c for c in os.listdir("/proc") if c.isdigit() and _cmdline_has(c, d)]
+    assert leftovers == []
+
+
+def _cmdline_has(pid: str, text: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return text.encode() in f.read()
+    except OSError:
+        return False
+
+
+def test_a_binary_that_is_not_a_kube_apiserver_is_one_line_and_nothing_starts(tmp_path):
+    from tests.conftest import run_cli
+
+    fake = tmp_path / "kube-apiserver"
+    fake.write_text("#!/bin/sh\necho hello\n")
+    fake.chmod(0o755)
+    for path in (str(fake), str(tmp_path / "missing")):
+        p = run_cli("sandbox", "up", "--dir", str(tmp_path / "sb"), "--apiserver", path)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) <= 2, p.stderr
+        assert b"Traceback" not in p.stderr
+    assert not _cmdline_has_any(str(tmp_path / "sb"))
+
+
+def _cmdline_has_any(text: str) -> bool:
+    return any(c.isdigit() and _cmdline_has(c, text) for c in os.listdir("/proc"))
