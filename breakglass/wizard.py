@@ -154,7 +154,7 @@ def _access(p: Prompter, state: str | None, timeout: float) -> tuple[planner.Acc
     from breakglass.access.etcd import EtcdSettings  # noqa: PLC0415
 
     how = p.select("How can you reach the cluster?", [
-        Choice("sandbox", "the rehearsal sandbox (starts it if needed)"),
+        Choice("sandbox", "REHEARSAL: the local sandbox (starts it if needed; a real kube-apiserver if you have one)"),
         Choice("etcd", "etcd endpoints (on a control-plane node: https://127.0.0.1:2379)"),
         Choice("kubeconfig", "kubeconfig: an apiserver still answers"),
         Choice("talos", "Talos nodes, through talosctl"),
@@ -162,8 +162,19 @@ def _access(p: Prompter, state: str | None, timeout: float) -> tuple[planner.Acc
     ])
     a = planner.Access()
     if how == "sandbox":
-        sb = sandbox.up(sandbox.default_dir(state))
+        d = sandbox.default_dir(state)
+        sb = sandbox.load(d)
+        if not sandbox.status(d).get("running"):
+            built = sandbox.built_apiservers()
+            binary = p.text("kube-apiserver binary to rehearse on (empty: etcd only):",
+                            built[-1] if built else "").strip()
+            p.say("REHEARSAL: starting the sandbox; nothing outside it is touched.")
+            sb = sandbox.up(d, apiserver=os.path.expanduser(binary) if binary else None, say=p.say)
         a.etcd = recovery.EtcdTarget(EtcdSettings(endpoints=(sb.endpoint,), timeout=timeout))
+        if sb.apiserver:
+            p.say(f"REHEARSAL: kube-apiserver {sb.apiserver['version']} at {sb.apiserver['url']} "
+                  f"(log: {sb.apiserver['log']})")
+            a.kubeconfig = sb.apiserver["kubeconfig"]
     elif how == "etcd":
         eps = p.text("etcd endpoints:", os.environ.get("ETCDCTL_ENDPOINTS", "https://127.0.0.1:2379"))
         ca = p.text("etcd CA file (empty for none):", os.environ.get("ETCDCTL_CACERT", ""))

@@ -266,3 +266,28 @@ def test_a_binary_that_is_not_a_kube_apiserver_is_one_line_and_nothing_starts(tm
 
 def _cmdline_has_any(text: str) -> bool:
     return any(c.isdigit() and _cmdline_has(c, text) for c in os.listdir("/proc"))
+
+
+def test_the_wizard_rehearses_on_the_real_apiserver_sandbox(tmp_path):
+    from breakglass import sandbox, wizard
+    from breakglass.prompts import ScriptedPrompter
+
+    _, binary = binary_for("1.34")
+    state = str(tmp_path / "state")
+    d = sandbox.default_dir(state)
+    try:
+        sb = sandbox.up(d, apiserver=binary)
+        assert sandbox.status(d)["apiserver"]["ready"] is False
+        p = ScriptedPrompter([sb.apiserver["log"], "sandbox", "kubeapi", "ignore", scenarios.KYVERNO_NAME, False])
+        assert wizard.run(p, state) == 0
+        text = "\n".join(p.transcript)
+        assert "BOOTSTRAP DEADLOCK" in text and f"REHEARSAL: kube-apiserver {sb.apiserver['version']}" in text
+        assert "-  failurePolicy: Fail" in text and "+  failurePolicy: Ignore" in text
+        import time
+
+        deadline = time.monotonic() + 60
+        while not sandbox.status(d)["apiserver"]["ready"]:
+            assert time.monotonic() < deadline, sandbox.status(d)
+            time.sleep(0.5)
+    finally:
+        sandbox.down(d)

@@ -76,6 +76,21 @@ class Sandbox:
         return f"--etcd-endpoints {self.endpoint}"
 
 
+def built_apiservers() -> list[str]:
+    """kube-apiserver binaries `make kube-apiserver` built in this checkout, oldest version first."""
+    base = os.path.join(ROOT, "build", "kube-apiserver")
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+
+    def key(name: str) -> tuple:
+        return tuple(int(x) if x.isdigit() else 0 for x in name.lstrip("v").split("."))
+
+    paths = [os.path.join(base, n, "kube-apiserver") for n in sorted(names, key=key)]
+    return [p for p in paths if os.access(p, os.X_OK)]
+
+
 def default_dir(state: str | None = None) -> str:
     return os.path.join(journal.state_dir(state), "sandbox")
 
