@@ -165,9 +165,7 @@ def _access(p: Prompter, state: str | None, timeout: float) -> tuple[planner.Acc
         d = sandbox.default_dir(state)
         sb = sandbox.load(d)
         if not sandbox.status(d).get("running"):
-            built = sandbox.built_apiservers()
-            binary = p.text("kube-apiserver binary to rehearse on (empty: etcd only):",
-                            built[-1] if built else "").strip()
+            binary = _rehearsal_binary(p)
             p.say("REHEARSAL: starting the sandbox; nothing outside it is touched.")
             sb = sandbox.up(d, apiserver=os.path.expanduser(binary) if binary else None, say=p.say)
         a.etcd = recovery.EtcdTarget(EtcdSettings(endpoints=(sb.endpoint,), timeout=timeout))
@@ -198,6 +196,19 @@ def _access(p: Prompter, state: str | None, timeout: float) -> tuple[planner.Acc
         hosts = p.text("control-plane hosts (comma-separated, as in ~/.ssh/config):", "")
         a.ssh_nodes = {h.strip(): Node(h.strip(), SshOptions()) for h in hosts.split(",") if h.strip()}
     return a, "ask" if how in ("kubeconfig", "etcd") else how
+
+
+def _rehearsal_binary(p: Prompter) -> str:
+    """Which kube-apiserver the sandbox runs: one built here (newest first), etcd only, or a path."""
+    built = sandbox.built_apiservers()[::-1]
+    choices = [Choice(b, f"kube-apiserver {os.path.basename(os.path.dirname(b))}: the real outage, for real")
+               for b in built]
+    choices += [Choice("", "etcd only: the webhook configurations as the apiserver stores them"),
+                Choice("other", "another kube-apiserver binary (a release tarball's, or one taken from the image)")]
+    pick = p.select("Rehearse on:", choices)
+    if pick == "other":
+        pick = p.text("Path to the kube-apiserver binary:").strip()
+    return pick
 
 
 def _plan(p: Prompter, method: str, a: planner.Access, targets: list[dict], plugins: list[str]):

@@ -5,28 +5,37 @@ It keeps one machine config per node under $FAKE_TALOS_DIR/nodes/<node>.yaml and
 subset breakglass uses, with real talosctl's behaviour where it matters:
 - `get machineconfig v1alpha1 -o yaml`, with `spec` as a block string (Talos 1.12+) or, when
   <node>.shape says `mapping`, as a mapping of the first document (older Talos);
-- `patch machineconfig --mode M --patch @FILE [--dry-run]`: strategic merge (maps merged key by key,
-  lists appended, `$patch: delete`), multi-document configs matched by kind/apiVersion, JSON6902
-  patches rejected on multi-document configs with talosctl's message, the v1.14 conflict between
-  `.cluster.apiServer` and a `KubeAPIServerConfig` document, list values refused before Talos 1.13
-  (<node>.version), mode names per version;
+- `patch machineconfig --mode M --patch P [--dry-run]`: the patching and the node's side of the apply
+  are Talos' own code, not ours: build/talos-machinery/v<version>/talos-machinery (go/talos-machinery,
+  built by `make go-components`) loads the patches as talosctl does (strategic merge with `$patch:
+  delete`, or JSON6902, which Talos refuses on multi-document configs), applies them, and validates the
+  result as a running node of that version does (<node>.platform: metal, container or cloud; metal if
+  absent). The build is the node's declared Talos version (<node>.version: X.Y picks the newest build of
+  that minor, X.Y.Z that exact one when built, else the nearest older build); without one, the config's
+  era picks it (a KubeAPIServerConfig document: 1.14; a list value: 1.13; else 1.12). What the node
+  stores is the patched bytes Talos wrote. Output as talosctl's: "patched ... at the node", the mode
+  details and "Apply was skipped: no changes detected." on stderr, and a node's refusal as the gRPC
+  error after the "patched" line (talosctl prints that line before it returns the apply's error);
+  mode names per version;
 - `containers -k` and `logs -k ID` from <node>.log;
 - `ls ROOT --type f --recurse` (apid's table: NODE and the name relative to ROOT, "." for ROOT itself) and
   `read PATH` over the files under <node>.fs/, with talosd's NotFound error for a missing path;
 - a node with a <node>.down file answers like an unreachable node; with <node>.fail-apply it passes the
   dry run and then fails the real patch;
 - `--talosconfig`/$TALOSCONFIG must name an existing file.
-Every call is appended to $FAKE_TALOS_DIR/calls.log.
+Every call is appended to $FAKE_TALOS_DIR/calls.log. Without the Talos machinery build a patch needs,
+it fails with one line naming `make go-components`.
 """
 
-import copy
 import json
 import os
+import subprocess
 import sys
 
 import yaml
 
-DIR = os.environ["FAKE_TALOS_DIR"]
+DIR = os.environ.get("FAKE_TALOS_DIR", "")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def die(msg, code=1):
@@ -62,68 +71,93 @@ def read(node, ext, default=None):
         return default
 
 
-def version(node):
-    return tuple(int(x) for x in (read(node, "version", "1.12")).split("."))
-
-
 def load_docs(node):
     with open(node_path(node)) as f:
         return [d for d in yaml.safe_load_all(f) if d is not None]
 
 
-def merge(base, patch, replace_values=False):
-    if isinstance(base, dict) and isinstance(patch, dict):
-        out = dict(base)
-        for k, v in patch.items():
-            if isinstance(v, dict) and v.get("$patch") == "delete":
-                out.pop(k, None)
-            elif replace_values:
-                out[k] = v  # meta.Args.Merge is maps.Copy: a value (string or list) replaces the old one
-            elif k in out:
-                out[k] = merge(out[k], v, replace_values=(k == "extraArgs"))
-            else:
-                out[k] = {kk: vv for kk, vv in v.items() if kk != "$patch"} if isinstance(v, dict) else v
-        return out
-    if isinstance(base, list) and isinstance(patch, list):
-        return base + patch
-    return patch
+# -- the real Talos machinery (go/talos-machinery) -------------------------------------------------
+
+def _vt(v):
+    return tuple(int(x) for x in v.split("."))
 
 
-def strategic(docs, patches):
-    docs = copy.deepcopy(docs)
-    for p in patches:
-        if "kind" in p:
-            idx = next((i for i, d in enumerate(docs) if d.get("kind") == p["kind"]
-                        and d.get("apiVersion") == p.get("apiVersion") and d.get("name") == p.get("name")), None)
-            if p.get("$patch") == "delete":
-                if idx is not None:
-                    docs.pop(idx)
-                continue
-            if idx is None:
-                docs.append({k: v for k, v in p.items()})
-            else:
-                docs[idx] = merge(docs[idx], p)
-        else:
-            idx = next(i for i, d in enumerate(docs) if d.get("version") == "v1alpha1")
-            docs[idx] = merge(docs[idx], p)
-    return docs
+def machinery_builds():
+    """The talos-machinery versions go/versions lists, oldest first."""
+    out = []
+    with open(os.path.join(ROOT, "go", "versions")) as f:
+        for line in f:
+            parts = line.split("#", 1)[0].split()
+            if len(parts) == 2 and parts[0] == "talos-machinery":
+                out.append(parts[1])
+    return sorted(out, key=_vt)
 
 
-def validate(node, docs):
-    main = next((d for d in docs if d.get("version") == "v1alpha1"), None)
-    if main is None:
-        die("error: the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the "
-            "machine config instead?")
-    kapi = [d for d in docs if d.get("kind") == "KubeAPIServerConfig"]
-    if kapi and (main.get("cluster") or {}).get("apiServer") is not None:
-        die("error applying new configuration: rpc error: code = InvalidArgument desc = configuration validation "
-            "failed: 1 error occurred:\n\t* kube-apiserver config is already set in v1alpha1 config (.cluster.apiServer)")
-    for where in [((main.get("cluster") or {}).get("apiServer") or {}).get("extraArgs") or {}] + \
-            [d.get("extraArgs") or {} for d in kapi]:
-        for k, v in where.items():
-            if isinstance(v, list) and version(node) < (1, 13):
-                die(f"error: failed to parse config: yaml: unmarshal errors:\n  cannot unmarshal !!seq into string "
-                    f"(extraArgs.{k})")
+def era_version(docs):
+    """The Talos version a config's schema era implies, when a node declares none."""
+    if any(isinstance(d, dict) and d.get("kind") == "KubeAPIServerConfig" for d in docs):
+        return "1.14"
+    main = next((d for d in docs if isinstance(d, dict) and d.get("version") == "v1alpha1"), {})
+    extra = (((main.get("cluster") or {}).get("apiServer") or {}).get("extraArgs") or {})
+    if isinstance(extra, dict) and any(isinstance(v, list) for v in extra.values()):
+        return "1.13"
+    return "1.12"
+
+
+def machinery_version(declared):
+    """The build for a Talos version: X.Y.Z exactly when built, else the newest of X.Y, else the nearest older."""
+    builds = machinery_builds()
+    want = _vt(declared)
+    if declared in builds:
+        return declared
+    same = [b for b in builds if _vt(b)[:2] == want[:2]]
+    older = [b for b in builds if _vt(b) < want]
+    return (same or older or builds)[-1]
+
+
+def machinery_binary(version):
+    return os.path.join(ROOT, "build", "talos-machinery", f"v{version}", "talos-machinery")
+
+
+def missing_machinery(version):
+    """One line for a missing build, or None."""
+    path = machinery_binary(version)
+    if os.access(path, os.X_OK):
+        return None
+    return (f"Talos machinery v{version} is not built ({os.path.relpath(path, ROOT)} is missing): "
+            f"run `make go-components`")
+
+
+def machinery(version, *args, stdin=None):
+    """Run talos-machinery; its JSON answer (exit 0 or 1), or die loudly."""
+    problem = missing_machinery(version)
+    if problem:
+        die(f"fake talosctl: {problem}", 3)
+    p = subprocess.run([machinery_binary(version), *args], input=stdin, capture_output=True)
+    if p.returncode not in (0, 1):
+        die(f"fake talosctl: talos-machinery v{version} {args[0]} failed (exit {p.returncode}): "
+            f"{p.stderr.decode(errors='replace').strip()}", 3)
+    return json.loads(p.stdout)
+
+
+def node_version(node):
+    declared = read(node, "version")
+    if declared:
+        return declared
+    try:
+        return era_version(load_docs(node))
+    except yaml.YAMLError:
+        return "1.12"
+
+
+def _unchanged(body, patched):
+    """talosctl's check: equal once comments are stripped (yamlstrip re-encodes the YAML: order and values count)."""
+    def strip(text):
+        try:
+            return json.dumps([d for d in yaml.safe_load_all(text) if d is not None], default=str)
+        except yaml.YAMLError:
+            return "\n".join(ln for ln in text.strip().splitlines() if not ln.lstrip().startswith("#"))
+    return strip(body) == strip(patched)
 
 
 def get_mc(node):
@@ -145,49 +179,50 @@ def patch(node, rest):
     i = 0
     while i < len(rest):
         a = rest[i]
-        if a.startswith("--mode"):
+        if a.startswith("--mode") or a == "-m":
             mode = a.split("=", 1)[1] if "=" in a else rest[i + 1]
             i += 1 if "=" in a else 2
             continue
         if a in ("-p", "--patch"):
             patches.append(rest[i + 1]); i += 2; continue
+        if a == "--patch-file":
+            patches.append("@" + rest[i + 1]); i += 2; continue
         if a == "--dry-run":
             dry = True
         i += 1
-    modes = {"auto", "no-reboot", "staged", "try"} | ({"reboot"} if version(node) < (1, 14) else set())
+    talos = node_version(node)
+    modes = {"auto", "no-reboot", "staged", "try"} | ({"reboot"} if _vt(talos)[:2] < (1, 14) else set())
     if mode not in modes:
         die(f'Error: invalid argument "{mode}" for "-m, --mode" flag: possible values: {", ".join(sorted(modes))}')
-    docs = load_docs(node)
-    new = docs
+    if not patches:
+        die("either --patch or --patch-file should be defined")
+    with open(node_path(node)) as f:
+        body = f.read()
+    args = ["patch", "--json", "--config", "-", "--mode", read(node, "platform", "metal")]
     for p in patches:
-        text = open(p[1:]).read() if p.startswith("@") else p
-        try:
-            loaded = [d for d in yaml.safe_load_all(text) if d is not None]
-        except yaml.YAMLError as e:
-            die(f"error: failed to load patch: {e}")
-        if len(loaded) == 1 and isinstance(loaded[0], list):
-            if len(docs) != 1:
-                die("error: JSON6902 patches are not supported for multi-document machine configuration")
-            die("error: JSON6902 patches are not implemented by this stand-in")
-        if not all(isinstance(d, dict) for d in loaded):
-            die("error: failed to load patch: not a strategic merge patch")
-        new = strategic(new, loaded)
-    validate(node, new)
-    old_text, new_text = yaml.safe_dump_all(docs, sort_keys=False), yaml.safe_dump_all(new, sort_keys=False)
-    if not dry and read(node, "fail-apply") is not None:
-        die("error applying new configuration: rpc error: code = Unavailable desc = connection closed before "
-            "server preface received")
+        args += ["--patch", p]
+    res = machinery(machinery_version(talos), *args, stdin=body.encode())
+    if not res["ok"] and res["stage"] in ("patches", "patch"):
+        die(res["error"].rstrip())  # talosctl's own side: loading the patches or applying them
+    patched = res.get("config", "")
+    if _unchanged(body, patched):
+        die("Apply was skipped: no changes detected.", 0)  # checked after the apply call, whatever it answered
+    print(f"patched MachineConfigs.config.talos.dev/v1alpha1 at the node {node}", file=sys.stderr)
+    if not res["ok"]:  # the node's side: ApplyConfiguration's InvalidArgument
+        die(f"rpc error: code = InvalidArgument desc = {res['error']}")
+    for w in res["warnings"]:
+        print(f"WARNING: {w}", file=sys.stderr)
+    details = {"staged": "Staged configuration to be applied after the next reboot"}.get(
+        mode, "Applied configuration without a reboot")
     if dry:
-        print("Dry run summary:\nApplied configuration without a reboot (skipped in dry-run).")
+        print(f"Dry run summary:\n{details} (skipped in dry-run).", file=sys.stderr)
         return
-    if old_text == new_text:
-        print("Apply was skipped: no changes detected.", file=sys.stderr)
-        return
+    if read(node, "fail-apply") is not None:
+        die("rpc error: code = Unavailable desc = connection closed before server preface received")
     with open(node_path(node) + ".tmp", "w") as f:
-        f.write(new_text)
+        f.write(patched)
     os.replace(node_path(node) + ".tmp", node_path(node))
-    print(f"patched MachineConfigs.config.talos.dev/v1alpha1 at the node {node}\n"
-          f"Applied configuration without a reboot")
+    print(details, file=sys.stderr)
 
 
 def ls(node, args):
@@ -206,6 +241,8 @@ def ls(node, args):
 
 
 def main():
+    if not DIR:
+        die("fake talosctl: FAKE_TALOS_DIR is not set", 3)
     o = parse_args(sys.argv[1:])
     with open(os.path.join(DIR, "calls.log"), "a") as f:
         f.write(json.dumps(sys.argv[1:]) + "\n")

@@ -1,4 +1,9 @@
-"""The Talos remedy against the talosctl stand-in (tests/fake_talosctl.py), for every config era."""
+"""The Talos remedy against the talosctl stand-in (tests/fake_talosctl.py), for every config era.
+
+The stand-in patches and validates with Talos' own code (go/talos-machinery), so a node must hold a config
+Talos accepts: each node starts from the config Talos' generator wrote for its version
+(tests/talos/generated) with the hand-written config named here laid over it as a strategic-merge patch.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +11,20 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 
 import pytest
 import yaml
 
 from breakglass.remedies import admission_flags as flags
+from tests import fake_talosctl as standin
 from tests.apiserver_standin import serve_readyz
 from tests.conftest import ROOT, run_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = os.path.join(HERE, "talos")
+GENERATED = os.path.join(CONFIGS, "generated")
 VWH, MWH = "ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"
 
 
@@ -31,12 +39,15 @@ class FakeTalos:
         exe.chmod(0o755)
         self.env = {"PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_TALOS_DIR": str(self.dir),
                     "BREAKGLASS_STATE_DIR": str(tmp / "state"), "TALOSCONFIG": ""}
+        self.initial = {}  # node -> its documents as set up
 
     def node(self, name, config, version="1.12", shape=None):
-        shutil.copy(os.path.join(CONFIGS, config), self.dir / "nodes" / f"{name}.yaml")
+        """A node of this Talos version holding `config` laid over what that version's generator writes."""
+        (self.dir / "nodes" / f"{name}.yaml").write_text(_real_config(config, version))
         (self.dir / "nodes" / f"{name}.version").write_text(version)
         if shape:
             (self.dir / "nodes" / f"{name}.shape").write_text(shape)
+        self.initial[name] = self.docs(name)
 
     def docs(self, name):
         return list(yaml.safe_load_all(open(self.dir / "nodes" / f"{name}.yaml")))
@@ -52,6 +63,32 @@ def talos(tmp_path):
 
 def _orig(config):
     return [d for d in yaml.safe_load_all(open(os.path.join(CONFIGS, config))) if d]
+
+
+def _machinery(version):
+    """The talos-machinery build for a Talos version; skip without it, fail without it under CI."""
+    build = standin.machinery_version(version)
+    problem = standin.missing_machinery(build)
+    if problem:
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)
+    return build
+
+
+def _real_config(config, version):
+    """`config` laid over the config Talos `version` generates (controlplane or worker, as its machine.type),
+    by Talos' own strategic merge; what the node stores is the bytes Talos writes."""
+    build = _machinery(version)
+    docs = _orig(config)
+    main = next(d for d in docs if d.get("version") == "v1alpha1")
+    kind = "worker" if (main.get("machine") or {}).get("type") == "worker" else "controlplane"
+    base = os.path.join(GENERATED, f"v{build}", f"{kind}.yaml")
+    if any(d.get("kind") == "KubeClusterConfig" for d in _orig(base)):
+        # Talos 1.14 keeps the cluster name in KubeClusterConfig and refuses .cluster.clusterName as well
+        (main.get("cluster") or {}).pop("clusterName", None)
+    p = subprocess.run([standin.machinery_binary(build), "patch", "--config", base,
+                        "--patch", yaml.safe_dump_all(docs, sort_keys=False)], capture_output=True)
+    assert p.returncode == 0, p.stderr.decode()
+    return p.stdout.decode()
 
 
 def _recover(t, *nodes, extra=()):
@@ -109,7 +146,7 @@ def test_each_era_exact_result_and_exact_revert(talos, config, version, expect):
         docs = talos.docs(node)
         assert _api_args(docs) == expect
         # nothing else in the config changed
-        orig = _orig(config)
+        orig = talos.initial[node]
         strip = lambda ds: [{k: v for k, v in d.items() if k not in ("cluster", "extraArgs")} for d in ds]  # noqa: E731
         assert strip(docs) == strip(orig)
         if version == "1.14":
@@ -117,7 +154,7 @@ def test_each_era_exact_result_and_exact_revert(talos, config, version, expect):
     r = talos.cli("revert", "--yes")
     assert r.returncode == 0, r.stderr
     for node in ("cp1", "cp2"):
-        assert _normalised(talos.docs(node)) == _normalised(_orig(config))
+        assert _normalised(talos.docs(node)) == _normalised(talos.initial[node])
 
 
 def _normalised(docs):
@@ -136,7 +173,7 @@ def test_diff_never_shows_secrets(talos):
     assert b"disable-admission-plugins" in p.stdout
     for secret in (b"c2VjcmV0LXRoYXQtbXVzdC1uZXZlci1iZS1wcmludGVk", b"abcdef.0123456789abcdef", b"LS0tLS1CRUdJTi"):
         assert secret not in p.stdout + p.stderr
-    assert talos.docs("cp1") == _orig("v1.10-single.yaml")  # dry run changed nothing
+    assert talos.docs("cp1") == talos.initial["cp1"]  # dry run changed nothing
 
 
 def test_backups_hold_the_whole_config_privately(talos):
@@ -146,7 +183,7 @@ def test_backups_hold_the_whole_config_privately(talos):
     [run] = os.listdir(runs)
     path = os.path.join(runs, run, "backups", "s1.machineconfig.yaml")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert [d for d in yaml.safe_load_all(open(path)) if d] == _orig("v1.12-multidoc-overlap.yaml")
+    assert [d for d in yaml.safe_load_all(open(path)) if d] == talos.initial["cp1"]
     keys = json.load(open(os.path.join(runs, run, "backups", "s1.extraargs.json")))
     assert keys["before"][flags.ENABLE] == f"NodeRestriction,{VWH}"  # recorded for revert
 
@@ -179,7 +216,7 @@ def test_bad_nodes_change_nothing_anywhere(talos, setup, match, code):
     p = _recover(talos, "cp0", "cp1")
     assert p.returncode == code and match in p.stderr.decode(), p.stderr
     assert len(p.stderr.decode().strip().splitlines()) <= 2 and b"Traceback" not in p.stderr
-    assert talos.docs("cp0") == _orig("v1.12-multidoc-overlap.yaml")  # the good node was not touched
+    assert talos.docs("cp0") == talos.initial["cp0"]  # the good node was not touched
 
 
 @pytest.mark.parametrize("content,match", [(b"\x96\xff" * 100, "not UTF-8 text"), (b"\x00\x01" * 100, "binary data"),
@@ -201,14 +238,14 @@ def test_a_node_failing_mid_apply_leaves_the_others_revertable(talos):
     env = dict(talos.env, BREAKGLASS_FAULT_INJECT="applying@3")
     p = run_cli("recover", "--method", "talos", "-n", "cp1,cp2,cp3", "--yes", "--no-wait", env=env)
     assert p.returncode < 0  # killed right before patching cp3
-    assert _api_args(talos.docs("cp3")) == _api_args(_orig("v1.12-multidoc-overlap.yaml"))
+    assert _api_args(talos.docs("cp3")) == _api_args(talos.initial["cp3"])
     assert VWH in _api_args(talos.docs("cp1"))[flags.DISABLE]
     runs = talos.cli("runs", "-o", "json")
     assert json.loads(runs.stdout)["result"][0]["status"] in ("applying", "started")
     r = talos.cli("revert", "--yes")
     assert r.returncode == 0, r.stderr
     for n in ("cp1", "cp2", "cp3"):
-        assert talos.docs(n) == _orig("v1.12-multidoc-overlap.yaml")
+        assert talos.docs(n) == talos.initial[n]
 
 
 def test_talosctl_missing_or_failing(talos, tmp_path):
@@ -307,8 +344,8 @@ def test_a_node_refusing_its_real_patch_is_reported_and_the_rest_revert(talos):
     assert p.returncode == 5, p.stderr
     err = p.stderr.decode()
     assert "talosctl patch on cp2 failed" in err and "touched so far: cp1, cp2" in err
-    assert _api_args(talos.docs("cp3")) == _api_args(_orig("v1.12-multidoc-overlap.yaml"))
+    assert _api_args(talos.docs("cp3")) == _api_args(talos.initial["cp3"])
     (talos.dir / "nodes" / "cp2.fail-apply").unlink()
     assert talos.cli("revert", "--yes").returncode == 0
     for n in ("cp1", "cp2", "cp3"):
-        assert talos.docs(n) == _orig("v1.12-multidoc-overlap.yaml")
+        assert talos.docs(n) == talos.initial[n]
