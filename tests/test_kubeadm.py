@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -21,17 +22,29 @@ VWH, MWH = "ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"
 
 @pytest.fixture
 def node(tmp_path, sshd):
-    """A control-plane node's manifests directory (a temp dir), a kubelet stand-in watching it."""
-    from tests.kubelet_standin import Kubelet
-    mdir = tmp_path / "manifests"
-    mdir.mkdir()
-    path = mdir / "kube-apiserver.yaml"
-    shutil.copy(MANIFEST, path)
-    os.chmod(path, 0o600)
-    kubelet = Kubelet(str(path)).start()
-    yield {"path": path, "dir": mdir, "backup": tmp_path / "node-backup", "state": tmp_path / "state",
-           "kubelet": kubelet}
-    kubelet.stop()
+    """A control-plane node: the real kube-apiserver, deadlocked by the seed's webhook, run by the sandbox's
+    kubelet stand-in from its kubeadm static-pod manifest (the file these tests edit over SSH)."""
+    from breakglass import sandbox
+    from tests.real_control_plane import binary_for
+
+    _, binary = binary_for("1.34")
+    d = str(tmp_path / "sandbox")
+    sb = sandbox.up(d, apiserver=binary)
+    path = Path(sb.apiserver["manifest"])
+    yield {"path": path, "dir": path.parent, "backup": tmp_path / "node-backup", "state": tmp_path / "state",
+           "original": path.read_bytes(), "sandbox": d}
+    sandbox.down(d)
+
+
+def _readyz(node) -> dict:
+    from breakglass import sandbox
+
+    deadline = time.monotonic() + 120
+    while True:
+        st = sandbox.status(node["sandbox"])["apiserver"]
+        if st["ready"] or time.monotonic() > deadline:
+            return st
+        time.sleep(0.5)
 
 
 def _ssh_args(sshd, node):
@@ -48,7 +61,7 @@ def _only_dot_files_besides_the_manifest(mdir):
 
 
 def test_recover_over_ssh_edits_atomically_verifies_and_reverts(sshd, node):
-    original = open(MANIFEST, "rb").read()
+    original = node["original"]
     st = os.stat(node["path"])
     p = _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--verify-timeout", "20",
              *_ssh_args(sshd, node))
@@ -59,6 +72,7 @@ def test_recover_over_ssh_edits_atomically_verifies_and_reverts(sshd, node):
     assert stat.S_IMODE(os.stat(node["path"]).st_mode) == stat.S_IMODE(st.st_mode)
     assert os.stat(node["path"]).st_uid == st.st_uid
     assert b"kube-apiserver runs with --disable-admission-plugins" in p.stdout  # seen in /proc, restarted by "kubelet"
+    assert _readyz(node)["ready"]  # the real apiserver got past the webhook
     _only_dot_files_besides_the_manifest(node["dir"])
     [copy] = os.listdir(node["backup"])  # the node keeps its own copy, outside the manifests directory
     assert open(node["backup"] / copy, "rb").read() == original
@@ -86,10 +100,10 @@ def test_overlap_with_enable_list_is_resolved(sshd, node):
 def test_revert_refuses_a_manifest_changed_since(sshd, node):
     assert _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--verify-timeout", "0",
                 *_ssh_args(sshd, node)).returncode == 0
-    node["path"].write_text(node["path"].read_text().replace("--secure-port=6443", "--secure-port=7443"))
+    node["path"].write_text(node["path"].read_text().replace("--allow-privileged=true", "--allow-privileged=false"))
     r = _cli(node, "revert", "--yes", "--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts)
-    assert r.returncode == 4 and b"--secure-port=7443" in r.stdout
-    assert "--secure-port=7443" in node["path"].read_text()
+    assert r.returncode == 4 and b"--allow-privileged=false" in r.stdout
+    assert "--allow-privileged=false" in node["path"].read_text()
 
 
 def test_unknown_host_key_is_refused_with_its_fingerprint_unless_accept_new(sshd, node, tmp_path):
@@ -114,7 +128,7 @@ def test_changed_host_key_is_always_refused(sshd, node, tmp_path):
     p = _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--ssh-accept-new",
              "--ssh-config", sshd.ssh_config, "--known-hosts", str(kh), "--manifest-path", str(node["path"]))
     assert p.returncode == 5 and b"HOST KEY MISMATCH" in p.stderr
-    assert node["path"].read_bytes() == open(MANIFEST, "rb").read()
+    assert node["path"].read_bytes() == node["original"]
 
 
 def test_refused_key_and_unreachable_host(sshd, node, tmp_path):
@@ -126,7 +140,7 @@ def test_refused_key_and_unreachable_host(sshd, node, tmp_path):
     p = _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1,127.0.0.1", "--ssh-port", "1", "--yes",
              "--no-wait", *_ssh_args(sshd, node))
     assert p.returncode == 5 and len(p.stderr.strip().splitlines()) <= 2
-    assert node["path"].read_bytes() == open(MANIFEST, "rb").read()  # nothing changed on any node
+    assert node["path"].read_bytes() == node["original"]  # nothing changed on any node
 
 
 def test_dropped_connection_between_temp_write_and_rename(sshd, node):
@@ -229,7 +243,7 @@ def test_non_root_user_through_sudo(sshd, node, sudo_users):
             *_ssh_args(sshd, node)]
     p = _cli(node, *base, "--ssh-user", "bgnopw")
     assert p.returncode == 5 and b"sudo wants a password" in p.stderr
-    assert node["path"].read_bytes() == open(MANIFEST, "rb").read()
+    assert node["path"].read_bytes() == node["original"]
     p = _cli(node, *base, "--ssh-user", "bgsudo")
     assert p.returncode == 0, p.stderr
     assert f"--disable-admission-plugins={VWH},{MWH}" in node["path"].read_text()
@@ -237,7 +251,7 @@ def test_non_root_user_through_sudo(sshd, node, sudo_users):
     r = _cli(node, "revert", "--yes", "--ssh-user", "bgsudo", "--ssh-config", sshd.ssh_config,
              "--known-hosts", sshd.known_hosts)
     assert r.returncode == 0, r.stderr
-    assert node["path"].read_bytes() == open(MANIFEST, "rb").read()
+    assert node["path"].read_bytes() == node["original"]
 
 
 def test_proxyjump_through_a_bastion(sshd, node):
