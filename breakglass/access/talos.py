@@ -114,9 +114,18 @@ class Talos:
 
 
 def _first_error(text: str) -> str:
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("Usage", "Flags", "  ")):
+    """The reason in talosctl's stderr. talosctl prints progress ("patched ... at the node X") before it returns
+    the node's refusal as a gRPC error, so the gRPC line wins, then any other line that is not progress."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for i, line in enumerate(lines):
+        m = re.search(r"rpc error: code = \w+ desc = (.*)", line)
+        if m:
+            desc = m.group(1)
+            if re.fullmatch(r"\d+ errors? occurred:", desc):  # hashicorp multierror: the reasons follow as "* ..."
+                desc = "; ".join(ln.lstrip("* ") for ln in lines[i + 1:] if ln.startswith("*")) or desc
+            return desc[:300]
+    for line in lines:
+        if not line.startswith(("Usage", "Flags", "patched ", "Applied configuration", "Dry run")):
             return re.sub(r"^(error|Error):\s*", "", line)[:300]
     return "no error message"
 
