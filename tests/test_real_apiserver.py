@@ -291,3 +291,56 @@ def test_the_wizard_rehearses_on_the_real_apiserver_sandbox(tmp_path):
             time.sleep(0.5)
     finally:
         sandbox.down(d)
+
+
+def _talosctl(tmp_path, talos_dir: str) -> tuple[list[str], dict]:
+    """The talosctl stand-in (it delegates patching and validation to Talos' real machinery) pointed at the
+    sandbox node's machine config: node "controlplane" is talos/nodes/controlplane.yaml."""
+    import sys
+
+    from tests.conftest import ROOT
+
+    talosconfig = tmp_path / "talosconfig"
+    talosconfig.write_text("context: sandbox\ncontexts: {}\n")
+    exe = tmp_path / "talosctl"
+    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {os.path.join(ROOT, 'tests', 'fake_talosctl.py')} \"$@\"\n")
+    exe.chmod(0o755)
+    return ["--talosctl", str(exe), "--talosconfig", str(talosconfig)], {"FAKE_TALOS_DIR": talos_dir}
+
+
+def _docs(path: str) -> list:
+    with open(path, encoding="utf-8") as f:
+        return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+def test_talos_through_talosctl_makes_the_real_apiserver_ready_and_revert_restores_the_config(tmp_path):
+    from tests.conftest import run_cli
+    from tests.real_control_plane import built, require
+
+    _, binary = binary_for("1.34")
+    require(built("talos-machinery")[-1][1])
+    d = str(tmp_path / "talos-sandbox")
+    p = run_cli("sandbox", "up", "--dir", d, "--apiserver", binary, "--node", "talos", "-o", "json",
+                env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}, timeout=400)
+    assert p.returncode == 0, p.stderr.decode()
+    api = json.loads(p.stdout)["result"]["apiserver"]
+    try:
+        assert api["node"] == "talos" and not api["ready"] and HOOK in api["failing"]
+        cfg = api["node_config"]
+        before = _docs(cfg)
+        flags, env = _talosctl(tmp_path, os.path.dirname(os.path.dirname(cfg)))
+        env["BREAKGLASS_STATE_DIR"] = str(tmp_path / "state")
+        p = run_cli("recover", "--method", "talos", "-n", "controlplane", *flags, "--apiserver", api["url"],
+                    "--wait-timeout", "120", "--yes", "-o", "json", env=env, timeout=300)
+        assert p.returncode == 0, p.stderr.decode() + p.stdout.decode()
+        kapi = next(x for x in _docs(cfg) if x.get("kind") == "KubeAPIServerConfig")  # the 1.14+ era's place
+        assert kapi["extraArgs"]["disable-admission-plugins"] == "ValidatingAdmissionWebhook,MutatingAdmissionWebhook"
+        st = json.loads(run_cli("sandbox", "status", "--dir", d, "-o", "json").stdout)["result"]["apiserver"]
+        assert st["ready"], st
+        assert run_cli("sandbox", "backend", "start", "--dir", d).returncode == 0
+        p = run_cli("revert", "--yes", *flags, "-o", "json", env=env, timeout=300)
+        assert p.returncode == 0, p.stderr.decode() + p.stdout.decode()
+        # the node keeps Talos' own encoding of the config: the same config as before, key for key
+        assert _docs(cfg) == before
+    finally:
+        run_cli("sandbox", "down", "--dir", d)

@@ -82,13 +82,28 @@ def waiting_text(states: list[Readiness]) -> str:
     return "waiting for /readyz: " + ("; ".join(waiting)[:150] or "ready")
 
 
+# A restarting kube-apiserver answers 403 to anonymous /readyz until its RBAC caches sync (seen on a real
+# 1.34), so a 401/403 counts as "serving behind auth" only once it has lasted this long.
+AUTH_SETTLE = 15.0
+
+
 def wait(urls: list[str], timeout: float, interval: float = 2.0, on_tick=None) -> list[Readiness]:
-    """Poll until every apiserver is ready (or serving behind auth), or the timeout passes."""
+    """Poll until every apiserver is ready (or has kept its readiness behind auth for AUTH_SETTLE seconds), or
+    the timeout passes."""
     deadline = time.monotonic() + timeout
+    behind_auth_since: dict[str, float] = {}
     while True:
+        now = time.monotonic()
         states = [probe(u) for u in urls]
+        for s in states:
+            if s.ready is None:
+                behind_auth_since.setdefault(s.url, now)
+            else:
+                behind_auth_since.pop(s.url, None)
         if on_tick:
             on_tick(states)
-        if all(s.ready is not False for s in states) or time.monotonic() >= deadline:
+        settled = all(s.ready or (s.ready is None and now - behind_auth_since[s.url] >= AUTH_SETTLE)
+                      for s in states)
+        if settled or now >= deadline:
             return states
         time.sleep(interval)

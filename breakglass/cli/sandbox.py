@@ -32,6 +32,11 @@ class Scenario(str, enum.Enum):
     healthy = "healthy"
 
 
+class NodeKind(str, enum.Enum):
+    kubeadm = "kubeadm"
+    talos = "talos"
+
+
 @sandbox_app.command("up")
 def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
                apiserver: Annotated[Optional[str], typer.Option(
@@ -41,13 +46,17 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
                scenario: Annotated[Scenario, typer.Option(
                    help="With --apiserver: deadlock (the Talos/Kyverno upgrade outage; 1.33+ never becomes ready), "
                         "fail-open (Gatekeeper-shaped, requests leak), or healthy.")] = Scenario.deadlock,
+               node: Annotated[NodeKind, typer.Option(
+                   help="With --apiserver: what the node's apiserver obeys: kubeadm (a static-pod manifest) or talos "
+                        "(a machine config made by Talos' own generator; needs `make go-components`).")
+               ] = NodeKind.kubeadm,
                output: OutputOpt = Output.text, verbose: VerboseOpt = False) -> None:
     """Start the sandbox (idempotent) and print how to point breakglass at it.
 
     Without --apiserver: a real etcd holding the outage's webhook configurations, an example apiserver log,
     a Talos machine config and a kubeadm manifest. With --apiserver: also that kube-apiserver, for real, on
-    loopback with its own throwaway CA, a kubeconfig, a kubeadm static-pod manifest that a kubelet stand-in
-    obeys, and audit logging, brought into the scenario's state the way a real cluster gets there.
+    loopback with its own throwaway CA, a kubeconfig, audit logging, and the node configuration a stand-in for
+    kubelet (or Talos) obeys: a kubeadm static-pod manifest, or a Talos machine config, brought into the scenario's state the way a real cluster gets there.
 
     Examples:
 
@@ -56,6 +65,8 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
       breakglass sandbox up --apiserver build/kube-apiserver/v1.34.4/kube-apiserver
 
       breakglass sandbox up --apiserver ./kube-apiserver --scenario fail-open -o json
+
+      breakglass sandbox up --apiserver ./kube-apiserver --node talos
 
       breakglass webhooks $(breakglass sandbox up -o json | jq -r .result.flags)
     """
@@ -66,7 +77,7 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
         say = (lambda m: print(f"sandbox: {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() or \
             output is Output.text else (lambda _m: None)
         sb = sandbox.up(sandbox_dir or sandbox.default_dir(state_dir), apiserver=apiserver,
-                        scenario=scenario.value, say=say)
+                        scenario=scenario.value, say=say, node=node.value)
         st = sandbox.status(sb.dir)
         _show(output, "Sandbox", st, lambda: _render_sandbox(st))
         return 0

@@ -76,9 +76,10 @@ class Sandbox:
         return f"--etcd-endpoints {self.endpoint}"
 
 
-def built_apiservers() -> list[str]:
-    """kube-apiserver binaries `make kube-apiserver` built in this checkout, oldest version first."""
-    base = os.path.join(ROOT, "build", "kube-apiserver")
+def built(component: str) -> list[str]:
+    """Binaries of ``component`` (kube-apiserver, talos-machinery) that `make go-components` built in this
+    checkout (build/<component>/v<X.Y.Z>/<component>), oldest version first."""
+    base = os.path.join(ROOT, "build", component)
     try:
         names = os.listdir(base)
     except OSError:
@@ -87,8 +88,12 @@ def built_apiservers() -> list[str]:
     def key(name: str) -> tuple:
         return tuple(int(x) if x.isdigit() else 0 for x in name.lstrip("v").split("."))
 
-    paths = [os.path.join(base, n, "kube-apiserver") for n in sorted(names, key=key)]
+    paths = [os.path.join(base, n, component) for n in sorted(names, key=key)]
     return [p for p in paths if os.access(p, os.X_OK)]
+
+
+def built_apiservers() -> list[str]:
+    return built("kube-apiserver")
 
 
 def default_dir(state: str | None = None) -> str:
@@ -184,7 +189,7 @@ def status(directory: str) -> dict:
         from breakglass.sandbox import controlplane  # noqa: PLC0415
 
         api = {k: sb.apiserver[k] for k in ("url", "kubeconfig", "log", "audit_log", "version", "scenario", "node",
-                                            "manifest", "webhook_url") if k in sb.apiserver}
+                                            "node_config", "manifest", "webhook_url") if k in sb.apiserver}
         api.update(controlplane.readiness(sb.apiserver, directory) if out["running"] else
                    {"ready": False, "status": None, "failing": [], "pid": None})
         api["backend_running"] = controlplane.running(sb.apiserver.get("backend_pid"), os.path.join(directory, "pki"))
@@ -193,7 +198,7 @@ def status(directory: str) -> dict:
 
 
 def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = None, scenario: str = "deadlock",
-       say=lambda _m: None) -> Sandbox:
+       say=lambda _m: None, node: str = "kubeadm") -> Sandbox:
     existing = load(directory)
     if existing and _alive(existing.pid, directory):
         return existing
@@ -230,12 +235,14 @@ def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = N
     from breakglass.sandbox import controlplane  # noqa: PLC0415
 
     try:
-        sb.apiserver = controlplane.start(directory, endpoint, apiserver, scenario, free_port, say)
+        sb.apiserver = controlplane.start(directory, endpoint, apiserver, scenario, free_port, say, node)
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
         raise
-    sb.files.update(apiserver_log=sb.apiserver["log"], kubeadm_manifest=sb.apiserver["manifest"],
-                    audit_log=sb.apiserver["audit_log"], kubeconfig=sb.apiserver["kubeconfig"])
+    sb.files.update(apiserver_log=sb.apiserver["log"], audit_log=sb.apiserver["audit_log"],
+                    kubeconfig=sb.apiserver["kubeconfig"])
+    # the file the running apiserver obeys replaces the static example of that kind
+    sb.files["kubeadm_manifest" if node == "kubeadm" else "talos_config"] = sb.apiserver["node_config"]
     _save(sb)
     return sb
 

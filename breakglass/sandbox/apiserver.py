@@ -68,6 +68,11 @@ class Layout:
         return self.path("manifests", "kube-apiserver.yaml")
 
     @property
+    def talos_config(self) -> str:
+        """The node's machine config, where the talosctl stand-in of the tests keeps node "controlplane"."""
+        return self.path("talos", "nodes", "controlplane.yaml")
+
+    @property
     def pki_dir(self) -> str:
         return self.path("pki")
 

@@ -49,23 +49,29 @@ def image_tag(image: str) -> str:
     return image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else ""
 
 
-def extra_args_from_talos(text: str) -> dict[str, str]:
-    extra: dict = {}
+def apiserver_from_talos(text: str) -> tuple[str, dict[str, str]]:
+    """(image, extraArgs) of kube-apiserver in a machine config: the 1.14+ KubeAPIServerConfig document, else
+    ``cluster.apiServer``."""
+    spec: dict = {}
     for doc in yaml.safe_load_all(text):
         if not isinstance(doc, dict):
             continue
         if doc.get("kind") == "KubeAPIServerConfig":
-            extra = doc.get("extraArgs") or {}
-        elif "cluster" in doc and isinstance(doc["cluster"], dict):
-            extra = ((doc["cluster"].get("apiServer") or {}).get("extraArgs") or {}) or extra
+            spec = doc
+            break
+        if isinstance(doc.get("cluster"), dict):
+            spec = doc["cluster"].get("apiServer") or {}
+    extra = spec.get("extraArgs") or {}
     # Talos 1.13+ accepts a list per key: the apiserver gets one comma-joined value.
-    return {str(k): ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in extra.items()}
+    return str(spec.get("image") or ""), {str(k): ",".join(map(str, v)) if isinstance(v, list) else str(v)
+                                          for k, v in extra.items()}
 
 
-def argv_from_talos(text: str, base: list[str]) -> list[str]:
+def argv_from_talos(text: str, base: list[str]) -> tuple[str, list[str]]:
+    image, extra = apiserver_from_talos(text)
     args = dict(a[2:].split("=", 1) for a in base)
-    args.update(extra_args_from_talos(text))
-    return [f"--{k}={v}" for k, v in sorted(args.items())]
+    args.update(extra)
+    return image, [f"--{k}={v}" for k, v in sorted(args.items())]
 
 
 class Kubelet:
@@ -94,14 +100,13 @@ class Kubelet:
             return self.argv
         self.seen = digest
         try:
-            binary = self.o.binary
             if self.o.manifest:
                 image, args = argv_from_manifest(text)
-                binary = self._pull(image)
             else:
                 self._talos_validate(source)
                 with open(self.o.talos_base, encoding="utf-8") as f:
-                    args = argv_from_talos(text, json.load(f))
+                    image, args = argv_from_talos(text, json.load(f))
+            binary = self._pull(image)
         except (ValueError, KeyError, IndexError, TypeError, yaml.YAMLError) as e:
             self.error = f"{source}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
             return self.argv if self.o.talos_config else None  # Talos keeps running; kubelet drops the pod
