@@ -1,217 +1,377 @@
-"""The kubeconfig remedy against the apiserver stand-in, which stores objects in the real etcd."""
+"""The kubeconfig remedy against a real kube-apiserver on a real etcd (tests/real_apiserver_session.py: one
+for the session). breakglass talks to it through the official client with a ServiceAccount's bearer token
+unless a test says otherwise; the apiserver validates, defaults, manages fields, authenticates, authorizes
+with RBAC, enforces preconditions and writes its audit log; raw etcd reads, decoded with breakglass' codec,
+show what it stored."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
-import yaml
 
 from breakglass.webhooks import codec, sources
-from tests import etcd_server as es
-from tests.apiserver_standin import StandinApiserver
 from tests.conftest import run_cli
+from tests.real_apiserver_session import ADMISSION, NO_RIGHTS_SA, SCRATCH_NS, kube, real_apiserver  # noqa: F401
+from tests.real_control_plane import binary_for, real_sandbox  # noqa: F401 - the fixture
 from tests.test_codec import KYVERNO
 
 NAME = KYVERNO["metadata"]["name"]
+BINDING = "require-owner-binding"
+RESOURCE = {"validating": "validatingwebhookconfigurations", "mutating": "mutatingwebhookconfigurations",
+            "vapbinding": "validatingadmissionpolicybindings"}
+SERVER_SET = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+
+
+def manifest(obj: dict) -> dict:
+    """What an operator applies: the object without the metadata the apiserver sets."""
+    out = json.loads(json.dumps(obj))
+    for k in SERVER_SET:
+        out["metadata"].pop(k, None)
+    return out
+
+
+def content(obj: dict) -> dict:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+class Cluster:
+    """One test's view of the session's apiserver: a kubeconfig, a state directory, and an operator's
+    client (the admin certificate) to set things up and change them behind breakglass' back."""
+
+    def __init__(self, real, tmp_path) -> None:
+        self.real, self.tmp = real, tmp_path
+        self.state = tmp_path / "state"
+        self.kc = real.kubeconfig(str(tmp_path / "kubeconfig"))
+        self.admin = real.client
+
+    def create(self, kind: str, obj: dict, manager: str = "kyverno") -> dict:
+        return self.admin.must("POST", f"{ADMISSION}{RESOURCE[kind]}?fieldManager={manager}", manifest(obj))
+
+    def get(self, kind: str, name: str) -> dict | None:
+        status, out = self.admin.call("GET", f"{ADMISSION}{RESOURCE[kind]}/{name}")
+        assert status in (200, 404), out
+        return out if status == 200 else None
+
+    def update(self, kind: str, obj: dict, manager: str = "kyverno") -> dict:
+        name = obj["metadata"]["name"]
+        return self.admin.must("PUT", f"{ADMISSION}{RESOURCE[kind]}/{name}?fieldManager={manager}", obj)
+
+    def etcd_obj(self, kind: str = "validating", name: str = NAME) -> dict | None:
+        """The object as the apiserver stored it in etcd."""
+        value = self.real.etcd_value(sources.etcd_key(kind, name))
+        return codec.decode_value(value).obj if value is not None else None
+
+    def ready_endpoints(self, ready: int = 1, not_ready: int = 0) -> None:
+        self.admin.must("POST", f"/api/v1/namespaces/{SCRATCH_NS}/endpoints", {
+            "metadata": {"name": "kyverno-svc"},
+            "subsets": [{"addresses": [{"ip": f"10.0.0.{9 + i}"} for i in range(ready)],
+                         "notReadyAddresses": [{"ip": f"10.0.1.{9 + i}"} for i in range(not_ready)],
+                         "ports": [{"name": "https", "port": 9443}]}]})
+
+    def cli(self, *args, kubeconfig: str | None = None):
+        return run_cli(*args, "--kubeconfig", kubeconfig or self.kc, env={"BREAKGLASS_STATE_DIR": str(self.state)})
 
 
 @pytest.fixture
-def api(etcd_clean, tmp_path):
-    pki = es.make_pki(str(tmp_path))
-    srv = StandinApiserver(etcd_clean, pki, token="s3cret")
-    c = es.raw_client(etcd_clean)
-    c.put(sources.etcd_key("validating", NAME), codec.encode_value(KYVERNO))
-    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-               "metadata": {"name": "require-owner-binding", "uid": "b1"},
-               "spec": {"policyName": "require-owner", "validationActions": ["Deny"]}}
-    c.put(sources.etcd_key("vapbinding", "require-owner-binding"), codec.encode_value(binding))
-    c.close()
-    kc = tmp_path / "kubeconfig"
-
-    def kubeconfig(user=None):
-        kc.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "k", "cluster": {"server": srv.url, "certificate-authority": pki["ca"]}}],
-            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-            "users": [{"name": "u", "user": user or {"token": "s3cret"}}]}))
-        return str(kc)
-
-    srv.kubeconfig = kubeconfig
-    srv.pki = pki
-    srv.state = tmp_path / "state"
-    srv.etcd_srv = etcd_clean
-    kubeconfig()
-    yield srv
-    srv.stop()
+def api(kube, tmp_path):
+    """Kyverno's configuration as Kyverno creates it, and an admission policy binding, on the real apiserver."""
+    c = Cluster(kube, tmp_path)
+    c.kyverno = c.create("validating", KYVERNO)
+    c.binding = c.create("vapbinding", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": BINDING}, "spec": {"policyName": "require-owner", "validationActions": ["Deny"]}})
+    return c
 
 
-def _etcd_obj(srv, kind="validating", name=NAME):
-    c = es.raw_client(srv.etcd_srv)
-    value, _ = c.get(sources.etcd_key(kind, name))
-    c.close()
-    return codec.decode_value(value).obj if value is not None else None
+def _audited(api, since, verb=None, name=NAME):
+    return [e for e in api.real.audit_events(since, api.real.user_name())
+            if (e.get("objectRef") or {}).get("name") == name and (verb is None or e["verb"] == verb)]
 
 
-def _cli(srv, *args, env=None):
-    return run_cli(*args, "--kubeconfig", str(srv.state.parent / "kubeconfig"),
-                   env={"BREAKGLASS_STATE_DIR": str(srv.state), **(env or {})})
-
-
-def _ready_endpoints(srv):
-    srv.endpoints["kyverno/kyverno-svc"] = {"kind": "Endpoints", "subsets": [{"addresses": [{"ip": "10.0.0.9"}]}]}
-
-
-def test_ignore_then_revert_through_the_api_on_the_same_storage(api):
-    p = _cli(api, "recover", "--method", "kubeapi", "-w", NAME, "--action", "ignore", "--yes", "--no-wait")
+def test_ignore_then_revert_through_the_api(api):
+    mark = api.real.audit_mark()
+    p = api.cli("recover", "--method", "kubeapi", "-w", NAME, "--action", "ignore", "--yes", "--no-wait")
     assert p.returncode == 0, p.stderr
-    assert _etcd_obj(api)["webhooks"][0]["failurePolicy"] == "Ignore"  # the API wrote etcd as kube-apiserver would
+    stored = api.etcd_obj()
+    assert stored["webhooks"][0]["failurePolicy"] == "Ignore"
+    assert stored["metadata"]["uid"] == api.kyverno["metadata"]["uid"]  # patched in place, not replaced
     assert b"Kyverno manages this configuration" in p.stderr  # operator awareness
-    r = _cli(api, "revert", "--yes")
+    # the change went through the API as the kubeconfig's identity, and the apiserver audited it
+    [patch] = _audited(api, mark, "patch")
+    assert patch["responseStatus"]["code"] == 200 and patch["stage"] == "ResponseComplete"
+    r = api.cli("revert", "--yes")
     assert r.returncode == 4 and b"no ready endpoints" in r.stdout + r.stderr  # would brick the cluster again
-    _ready_endpoints(api)
-    r = _cli(api, "revert", "--yes")
+    api.ready_endpoints()
+    r = api.cli("revert", "--yes")
     assert r.returncode == 0, r.stderr
-    assert _etcd_obj(api)["webhooks"] == KYVERNO["webhooks"]
+    assert api.etcd_obj()["webhooks"] == api.kyverno["webhooks"]  # exactly as stored, defaults included
 
 
 def test_exclude_adds_the_audit_match_conditions_and_revert_removes_them(api):
-    p = _cli(api, "recover", "--method", "kubeapi", "-w", f"validating/{NAME}", "--action", "exclude", "--yes",
-             "--no-wait")
-    assert p.returncode == 0, p.stderr
-    names = [c["name"] for c in _etcd_obj(api)["webhooks"][0]["matchConditions"]]
+    p = api.cli("recover", "--method", "kubeapi", "-w", f"validating/{NAME}", "--action", "exclude", "--yes",
+                "--no-wait")
+    assert p.returncode == 0, p.stderr  # the apiserver compiled the CEL expressions and accepted them
+    names = [c["name"] for c in api.etcd_obj()["webhooks"][0]["matchConditions"]]
     assert names == ["skip", "breakglass-skip-apiserver-self", "breakglass-skip-bootstrap-kinds"]
-    _ready_endpoints(api)
-    assert _cli(api, "revert", "--yes").returncode == 0
-    assert _etcd_obj(api)["webhooks"] == KYVERNO["webhooks"]
+    api.ready_endpoints()
+    assert api.cli("revert", "--yes").returncode == 0
+    assert api.etcd_obj()["webhooks"] == api.kyverno["webhooks"]
 
 
 def test_delete_and_recreate_from_backup(api):
-    p = _cli(api, "recover", "--method", "kubeapi", "-w", NAME, "--action", "delete", "--yes", "--no-wait")
+    p = api.cli("recover", "--method", "kubeapi", "-w", NAME, "--action", "delete", "--yes", "--no-wait")
     assert p.returncode == 0, p.stderr
-    assert _etcd_obj(api) is None
-    _ready_endpoints(api)
-    assert _cli(api, "revert", "--yes").returncode == 0
-    back = _etcd_obj(api)
-    assert back["webhooks"] == KYVERNO["webhooks"] and back["metadata"]["uid"] != KYVERNO["metadata"]["uid"]
-    assert "managedFields" not in back["metadata"]  # server-set fields were stripped before re-creating
+    assert api.etcd_obj() is None and api.get("validating", NAME) is None
+    api.ready_endpoints()
+    r = api.cli("revert", "--yes")
+    assert r.returncode == 0, r.stderr  # the apiserver refuses a create carrying a resourceVersion (400)
+    back = api.etcd_obj()
+    assert back["webhooks"] == api.kyverno["webhooks"] and back["metadata"]["labels"] == KYVERNO["metadata"]["labels"]
+    assert back["metadata"]["uid"] != api.kyverno["metadata"]["uid"] and back["metadata"]["generation"] == 1
+    # a new object with breakglass' own field management, not Kyverno's carried over from the backup
+    assert [m["manager"] for m in back["metadata"]["managedFields"]] == ["OpenAPI-Generator"]
 
 
 def test_recreated_by_an_operator_is_reported_not_overwritten(api):
-    assert _cli(api, "recover", "--method", "kubeapi", "-w", NAME, "--action", "delete", "--yes",
-                "--no-wait").returncode == 0
-    c = es.raw_client(api.etcd_srv)
+    assert api.cli("recover", "--method", "kubeapi", "-w", NAME, "--action", "delete", "--yes",
+                   "--no-wait").returncode == 0
     recreated = json.loads(json.dumps(KYVERNO))
     recreated["webhooks"][0]["timeoutSeconds"] = 30
-    c.put(sources.etcd_key("validating", NAME), codec.encode_value(recreated))
-    c.close()
-    _ready_endpoints(api)
-    r = _cli(api, "revert", "--yes")
+    api.create("validating", recreated)  # Kyverno's controller puts its configuration back
+    api.ready_endpoints()
+    r = api.cli("revert", "--yes")
     assert r.returncode == 4 and b"timeoutSeconds: 30" in r.stdout
-    assert _etcd_obj(api)["webhooks"][0]["timeoutSeconds"] == 30
-    assert _cli(api, "revert", "--yes", "--force").returncode == 0
-    assert _etcd_obj(api)["webhooks"] == KYVERNO["webhooks"]
+    assert api.etcd_obj()["webhooks"][0]["timeoutSeconds"] == 30
+    r = api.cli("revert", "--yes", "--force")  # a PUT carrying the resourceVersion just read
+    assert r.returncode == 0, r.stderr
+    assert api.etcd_obj()["webhooks"] == api.kyverno["webhooks"]
 
 
 def test_binding_ignore_sets_audit(api):
-    p = _cli(api, "recover", "--method", "kubeapi", "-w", "vapbinding/require-owner-binding", "--yes", "--no-wait")
+    p = api.cli("recover", "--method", "kubeapi", "-w", f"vapbinding/{BINDING}", "--yes", "--no-wait")
     assert p.returncode == 0, p.stderr
-    assert _etcd_obj(api, "vapbinding", "require-owner-binding")["spec"]["validationActions"] == ["Audit"]
-    assert _cli(api, "revert", "--yes").returncode == 0
-    assert _etcd_obj(api, "vapbinding", "require-owner-binding")["spec"]["validationActions"] == ["Deny"]
+    assert api.etcd_obj("vapbinding", BINDING)["spec"]["validationActions"] == ["Audit"]
+    assert api.cli("revert", "--yes").returncode == 0
+    assert api.etcd_obj("vapbinding", BINDING)["spec"] == api.binding["spec"]
 
 
 def test_dry_run_only_reads(api):
-    p = _cli(api, "recover", "--method", "kubeapi", "-w", NAME, "--action", "delete", "--dry-run")
+    before = api.real.etcd_value(sources.etcd_key("validating", NAME))
+    mark = api.real.audit_mark()
+    p = api.cli("recover", "--method", "kubeapi", "-w", NAME, "--action", "delete", "--dry-run")
     assert p.returncode == 0, p.stderr
-    assert {m for m, _ in api.requests} == {"GET"} and _etcd_obj(api) is not None
+    events = api.real.audit_events(mark, api.real.user_name())
+    assert events and {e["verb"] for e in events} == {"get"}, [(e["verb"], e["requestURI"]) for e in events]
+    assert api.real.etcd_value(sources.etcd_key("validating", NAME)) == before
 
 
-def test_a_concurrent_change_is_never_overwritten(api):
+@pytest.mark.parametrize("kind,ref,action", [("validating", NAME, "ignore"), ("validating", NAME, "exclude"),
+                                             ("mutating", "istio-sidecar-injector", "ignore"),
+                                             ("vapbinding", BINDING, "ignore")])
+def test_the_plan_shows_exactly_what_the_apiserver_would_write(api, kind, ref, action):
+    """The patch of each step, sent with dryRun=All, comes back from the real apiserver exactly as the plan's
+    locally computed preview (kubeapi_ops), and nothing is stored."""
     from breakglass import recovery
-    remedy, steps = recovery.plan_kubeapi(str(api.state.parent / "kubeconfig"), None, [NAME], None, "ignore", [])
-    c = es.raw_client(api.etcd_srv)
-    changed = json.loads(json.dumps(KYVERNO))
-    changed["webhooks"][0]["timeoutSeconds"] = 5
-    c.put(sources.etcd_key("validating", NAME), codec.encode_value(changed))  # someone else wins the race
-    c.close()
+    from breakglass.remedies.kubeapi_ops import apply_ops
+
+    if kind == "mutating":
+        api.create("mutating", _mutating())
+    remedy, [step] = recovery.plan_kubeapi(api.kc, None, [f"{kind}/{ref}"], None, action, [])
+    obj = remedy._get(step.data["kind"], ref)
+    before = api.real.etcd_value(sources.etcd_key(kind, ref))
+    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": step.data["rv"]}] + step.data["ops"]
+    status, answer = remedy.api.request("PATCH", remedy._path(step.data["kind"], ref), ops,
+                                        content_type="application/json-patch+json", query="dryRun=All")
+    assert status == 200, answer
+    assert content(answer) == content(apply_ops(obj, step.data["ops"]))
+    assert answer["metadata"]["resourceVersion"] == step.data["rv"]
+    assert api.real.etcd_value(sources.etcd_key(kind, ref)) == before
+
+
+def test_a_change_before_the_backup_is_never_overwritten(api):
+    from breakglass import recovery
     from breakglass.errors import PreconditionFailed
+
+    remedy, steps = recovery.plan_kubeapi(api.kc, None, [NAME], None, "ignore", [])
+    changed = api.get("validating", NAME)
+    changed["webhooks"][0]["timeoutSeconds"] = 5
+    api.update("validating", changed)  # someone else wins the race
     with pytest.raises(PreconditionFailed):
         recovery.execute(remedy, steps, str(api.state), {})
-    assert _etcd_obj(api)["webhooks"][0]["failurePolicy"] == "Fail"
+    stored = api.etcd_obj()
+    assert stored["webhooks"][0]["failurePolicy"] == "Fail" and stored["webhooks"][0]["timeoutSeconds"] == 5
+
+
+@pytest.mark.parametrize("action,answer", [("ignore", (422, "Invalid")), ("exclude", (422, "Invalid")),
+                                           ("delete", (409, "Conflict"))])
+def test_a_change_racing_the_write_is_refused_by_the_apiserver(api, monkeypatch, action, answer):
+    """The object changes after breakglass backed it up and before it writes: the apiserver itself refuses the
+    write. A JSON patch whose `test` of metadata.resourceVersion fails is 422 Invalid (the apiserver's
+    message does not say which operation failed); a delete whose preconditions fail is 409 Conflict."""
+    from breakglass import recovery
+    from breakglass.errors import PreconditionFailed
+
+    remedy, steps = recovery.plan_kubeapi(api.kc, None, [NAME], None, action, [])
+    backup, request, answers = remedy.backup, remedy.api.request, []
+
+    def backup_then_race(step, run):
+        out = backup(step, run)
+        changed = api.get("validating", NAME)
+        changed["webhooks"][0]["timeoutSeconds"] = 5
+        api.update("validating", changed)
+        return out
+
+    def recording(method, path, *a, **k):
+        status, doc = request(method, path, *a, **k)
+        answers.append((method, status, doc.get("reason")))
+        return status, doc
+
+    monkeypatch.setattr(remedy, "backup", backup_then_race)
+    monkeypatch.setattr(remedy.api, "request", recording)
+    with pytest.raises(PreconditionFailed, match="changed since it was backed up"):
+        recovery.execute(remedy, steps, str(api.state), {})
+    assert [a for a in answers if a[0] != "GET"] == [("DELETE" if action == "delete" else "PATCH", *answer)]
+    stored = api.etcd_obj()
+    assert stored["webhooks"][0]["timeoutSeconds"] == 5 and stored["webhooks"][0]["failurePolicy"] == "Fail"
+    assert [c["name"] for c in stored["webhooks"][0]["matchConditions"]] == ["skip"]
 
 
 def test_mixing_paths_delete_through_etcd_seen_through_the_api(api):
     env = {"BREAKGLASS_STATE_DIR": str(api.state)}
-    p = run_cli("recover", "--method", "etcd", "-w", NAME, "--yes", "--etcd-endpoints", api.etcd_srv.endpoint, env=env)
+    p = run_cli("recover", "--method", "etcd", "-w", NAME, "--yes", "--etcd-endpoints", api.real.etcd_endpoint,
+                env=env)
     assert p.returncode == 0, p.stderr
-    listed = run_cli("webhooks", "--kubeconfig", str(api.state.parent / "kubeconfig"), "-o", "json")
-    assert NAME not in listed.stdout.decode()
-    assert run_cli("revert", "--yes", "--etcd-endpoints", api.etcd_srv.endpoint, env=env).returncode == 0
-    listed = run_cli("webhooks", "--kubeconfig", str(api.state.parent / "kubeconfig"), "-o", "json")
+    listed = run_cli("webhooks", "--kubeconfig", api.kc, "-o", "json")
+    assert listed.returncode == 0 and NAME not in listed.stdout.decode()
+    assert api.get("validating", NAME) is None  # the apiserver's watch saw the key go
+    assert run_cli("revert", "--yes", "--etcd-endpoints", api.real.etcd_endpoint, env=env).returncode == 0
+    listed = run_cli("webhooks", "--kubeconfig", api.kc, "-o", "json")
     assert NAME in listed.stdout.decode()
+    assert api.get("validating", NAME)["metadata"]["uid"] == api.kyverno["metadata"]["uid"]  # the same object
 
 
 def test_client_certificate_auth(api):
-    api.kubeconfig({"client-certificate": api.pki["client_cert"], "client-key": api.pki["client_key"]})
-    p = _cli(api, "recover", "--method", "kubeapi", "-w", NAME, "--dry-run")
+    user = api.real.client_cert(str(api.tmp / "certs"), "breakglass-operator", ("system:masters",))
+    kc = api.real.kubeconfig(str(api.tmp / "cert-kubeconfig"), user)
+    mark = api.real.audit_mark()
+    p = api.cli("recover", "--method", "kubeapi", "-w", NAME, "--dry-run", kubeconfig=kc)
     assert p.returncode == 0, p.stderr
+    seen = [e["user"] for e in api.real.audit_events(mark) if (e.get("objectRef") or {}).get("name") == NAME]
+    assert seen and all(u["username"] == "breakglass-operator" and "system:masters" in u["groups"] for u in seen)
 
 
-@pytest.mark.parametrize("case", ["expired", "forbidden", "wrong-context", "unreachable", "untrusted-ca"])
-def test_credential_and_reachability_failures_are_exit_5(api, case, tmp_path):
-    before = _etcd_obj(api)
+def test_the_bearer_token_never_appears_in_output_or_state(api):
+    token = api.real.token()
+    outs = []
+    for args in (["recover", "--method", "kubeapi", "-w", NAME, "--yes", "-v"],
+                 ["recover", "--method", "kubeapi", "-w", f"vapbinding/{BINDING}", "--yes", "-o", "json"]):
+        p = api.cli(*args)
+        assert p.returncode == 0, p.stderr
+        outs += [p.stdout, p.stderr]
+    api.ready_endpoints()
+    p = api.cli("revert", "--yes", "-v")
+    assert p.returncode == 0, p.stderr
+    outs += [p.stdout, p.stderr]
+    assert not [o for o in outs if token.encode() in o]
+    for root, _, files in os.walk(api.state):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                assert token.encode() not in fh.read(), f
+
+
+CREDENTIAL_CASES = {
+    # case: (what the apiserver answers, if it is reached)
+    "unknown-token": 401, "expired-cert": 401, "foreign-ca-cert": 401, "forbidden-cert": 403,
+    "forbidden-token": 403, "wrong-context": None, "unreachable": None, "untrusted-server-ca": None,
+}
+
+
+@pytest.mark.parametrize("case", CREDENTIAL_CASES)
+def test_credential_and_reachability_failures_are_exit_5(api, case):
+    from tests import etcd_server as es
+
+    real, certs = api.real, str(api.tmp / "certs")
+    before = real.etcd_value(sources.etcd_key("validating", NAME))
     args = ["recover", "--method", "kubeapi", "-w", NAME, "--yes", "--no-wait"]
-    if case == "expired":
-        api.kubeconfig({"token": "expired"})
-    elif case == "forbidden":
-        api.kubeconfig({"token": "forbidden"})
-        api.token = "forbidden"
+    kc = str(api.tmp / "case-kubeconfig")
+    if case == "unknown-token":
+        real.kubeconfig(kc, {"token": "never-issued"})
+    elif case == "expired-cert":
+        real.kubeconfig(kc, real.client_cert(certs, "expired", ("system:masters",), expired=True))
+    elif case == "foreign-ca-cert":
+        real.kubeconfig(kc, real.client_cert(certs, "stranger", ("system:masters",), foreign=True))
+    elif case == "forbidden-cert":  # authenticated by the trusted CA, but no RBAC grants it anything
+        real.kubeconfig(kc, real.client_cert(certs, "nobody-in-particular"))
+    elif case == "forbidden-token":
+        real.kubeconfig(kc, {"token": real.token(NO_RIGHTS_SA)})
     elif case == "wrong-context":
+        kc = api.kc
         args += ["--context", "nope"]
     elif case == "unreachable":
-        text = open(api.state.parent / "kubeconfig").read().replace(api.url, f"https://127.0.0.1:{es.free_port()}")
-        open(api.state.parent / "kubeconfig", "w").write(text)
+        real.kubeconfig(kc, server=f"https://127.0.0.1:{es.free_port()}")
     else:
-        text = open(api.state.parent / "kubeconfig").read().replace(api.pki["ca"], api.pki["other-ca"])
-        open(api.state.parent / "kubeconfig", "w").write(text)
-    p = _cli(api, *args)
+        real.kubeconfig(kc, ca=real.client_ca_path)  # a CA that did not sign the serving certificate
+    p = api.cli(*args, kubeconfig=kc)
     assert p.returncode == 5, (p.stdout, p.stderr)
     assert len(p.stderr.decode().strip().splitlines()) <= 2 and b"Traceback" not in p.stderr
-    assert _etcd_obj(api) == before
+    if CREDENTIAL_CASES[case]:
+        assert f" {CREDENTIAL_CASES[case]} ".encode() in p.stderr
+    assert real.etcd_value(sources.etcd_key("validating", NAME)) == before
 
 
 def test_readiness_is_read_through_the_api_after_the_change(api):
-    api.failing = ["poststarthook/start-kubernetes-service-cidr-controller"]
-    p = _cli(api, "recover", "--method", "kubeapi", "-w", NAME, "--yes", "-o", "json")
+    p = api.cli("recover", "--method", "kubeapi", "-w", NAME, "--yes", "-o", "json")
     assert p.returncode == 0, p.stderr
     [state] = json.loads(p.stdout)["result"]["readiness"]
-    assert state["ready"] is False and state["failing"] == ["poststarthook/start-kubernetes-service-cidr-controller"]
+    assert state["ready"] is True and state["status"] == 200 and state["failing"] == []
+    assert state["url"] == api.real.url + "/readyz?verbose"
 
 
-def test_mutating_configuration(api):
+def test_readiness_of_a_deadlocked_apiserver_names_the_hook_it_waits_for(real_sandbox):
+    """Only a stuck apiserver fails a readiness check: the seed's deadlock on 1.34 (its own sandbox). A change
+    that leaves the culprit alone leaves it stuck, and the result says on which post-start hook."""
+    from breakglass.sandbox import INNOCENT, scenarios
+
+    hook = "poststarthook/start-kubernetes-service-cidr-controller"
+    _, binary = binary_for("1.34")
+    sb = real_sandbox(binary)
+    sb.wait(ready=False, failing=hook)
+    sb.client().must("POST", scenarios.VWC_PATH, manifest(INNOCENT[0]))  # never sent to webhooks
+    p = sb.cli("recover", "--method", "kubeapi", "-w", INNOCENT[0]["metadata"]["name"], "--kubeconfig",
+               sb.api["kubeconfig"], "--yes", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    [state] = json.loads(p.stdout)["result"]["readiness"]
+    assert state["ready"] is False and state["status"] == 500 and hook in state["failing"]
+
+
+def _mutating() -> dict:
     mutating = json.loads(json.dumps(KYVERNO))
     mutating["kind"] = "MutatingWebhookConfiguration"
     mutating["metadata"]["name"] = "istio-sidecar-injector"
-    c = es.raw_client(api.etcd_srv)
-    c.put(sources.etcd_key("mutating", "istio-sidecar-injector"), codec.encode_value(mutating))
-    c.close()
-    p = _cli(api, "recover", "--method", "kubeapi", "-w", "mutating/istio-sidecar-injector", "--yes", "--no-wait")
+    return mutating
+
+
+def test_mutating_configuration(api):
+    created = api.create("mutating", _mutating())
+    assert created["webhooks"][0]["reinvocationPolicy"] == "Never"  # the apiserver's default
+    p = api.cli("recover", "--method", "kubeapi", "-w", "mutating/istio-sidecar-injector", "--yes", "--no-wait")
     assert p.returncode == 0, p.stderr
-    assert _etcd_obj(api, "mutating", "istio-sidecar-injector")["webhooks"][0]["failurePolicy"] == "Ignore"
-    _ready_endpoints(api)
-    assert _cli(api, "revert", "--yes").returncode == 0
-    assert _etcd_obj(api, "mutating", "istio-sidecar-injector")["webhooks"] == mutating["webhooks"]
+    assert api.etcd_obj("mutating", "istio-sidecar-injector")["webhooks"][0]["failurePolicy"] == "Ignore"
+    api.ready_endpoints()
+    assert api.cli("revert", "--yes").returncode == 0
+    assert api.etcd_obj("mutating", "istio-sidecar-injector")["webhooks"] == created["webhooks"]
 
 
 def test_wizard_checks_the_culprits_backend_through_the_api(api):
     from breakglass import planner, wizard
     from breakglass.prompts import ScriptedPrompter
     p = ScriptedPrompter([])
-    access = planner.Access(kubeconfig=str(api.state.parent / "kubeconfig"))
-    wizard._check_backends(p, access, ["kyverno/kyverno-svc"])
+    access = planner.Access(kubeconfig=api.kc)
+    wizard._check_backends(p, access, [f"{SCRATCH_NS}/kyverno-svc"])
     assert [line.strip() for line in p.transcript] == [
         "backend kyverno/kyverno-svc: 0 ready endpoint(s), 0 not ready — do not revert yet"]
-    _ready_endpoints(api)
-    wizard._check_backends(p, access, ["kyverno/kyverno-svc"])
-    assert p.transcript[-1].strip() == "backend kyverno/kyverno-svc: 1 ready endpoint(s), 0 not ready"
+    api.ready_endpoints(ready=1, not_ready=2)
+    wizard._check_backends(p, access, [f"{SCRATCH_NS}/kyverno-svc"])
+    assert p.transcript[-1].strip() == "backend kyverno/kyverno-svc: 1 ready endpoint(s), 2 not ready"
