@@ -17,6 +17,7 @@ system-deps:
 
 demo: $(STAMP)
 	bash scripts/bootstrap.sh demo
+	bash scripts/gobuild.sh --if-go kube-apiserver
 	$(PY) examples/demo.py
 
 # Real components built from their published Go modules (go/versions): kube-apiserver per version, Talos'

@@ -22,8 +22,9 @@ EXAMPLES = [  # (path under examples/logs, expected exit code)
 ]
 
 
-def run(*args: str, state: str, check: int | None = 0) -> subprocess.CompletedProcess:
-    print(f"\n$ breakglass {' '.join(args)}", flush=True)
+def run(*args: str, state: str, check: int | None = 0, quiet: bool = False) -> subprocess.CompletedProcess:
+    if not quiet:
+        print(f"\n$ breakglass {' '.join(args)}", flush=True)
     p = subprocess.run([sys.executable, "-m", "breakglass", *args], env={**os.environ, "BREAKGLASS_STATE_DIR": state},
                        stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if "json" not in args:  # JSON is read by the demo itself, not shown
@@ -81,6 +82,57 @@ def story() -> None:
         run("sandbox", "down", state=state, check=None)
 
 
+def real_story() -> None:
+    """The seed's outage on a real kube-apiserver: the upgrade deadlock, diagnosed from the apiserver's own log,
+    broken through etcd, the webhook's backend back, the bypass reverted, and the apiserver still ready."""
+    import json
+    import tempfile
+    import time
+
+    sys.path.insert(0, os.path.dirname(HERE))
+    from breakglass import sandbox  # noqa: PLC0415
+
+    built = sandbox.built_apiservers()
+    print("=" * 100)
+    if not built:
+        print("The real-apiserver story is skipped: no kube-apiserver is built here (`make kube-apiserver`, needs Go)")
+        print("=" * 100)
+        return
+    binary = built[-1]
+    print(f"REHEARSAL on a real kube-apiserver ({os.path.relpath(binary, os.path.dirname(HERE))}): the upgrade "
+          f"deadlock, end to end")
+    print("=" * 100)
+    state = tempfile.mkdtemp(prefix="breakglass-demo-")
+    d = os.path.join(state, "sandbox")
+    try:
+        st = json.loads(run("sandbox", "up", "--dir", d, "--apiserver", binary, "-o", "json", state=state).stdout)
+        api = st["result"]["apiserver"]
+        print(f"(kube-apiserver {api['version']} at {api['url']}: ready={api['ready']}, failing: "
+              f"{', '.join(api['failing'])})")
+        diag = json.loads(run("diagnose", api["log"], "-o", "json", state=state, check=3).stdout)["result"]
+        print(f"(diagnose: {diag['verdict']['headline']})")
+        target = next(t for r in diag["remedies"] if r["method"] == "etcd" for t in r["targets"])
+        run("recover", "--method", "etcd", "-w", f"{target['kind']}/{target['configuration']}",
+            "--etcd-endpoints", st["result"]["endpoint"], "--yes", state=state)
+
+        def ready() -> dict:
+            return json.loads(run("sandbox", "status", "--dir", d, "-o", "json", state=state, quiet=True).stdout)[
+                "result"]["apiserver"]
+
+        deadline = time.monotonic() + 60
+        while not ready()["ready"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        print(f"(after the etcd remedy: ready={ready()['ready']})")
+        run("sandbox", "backend", "start", "--dir", d, state=state)
+        run("revert", "--yes", "--etcd-endpoints", st["result"]["endpoint"], state=state)
+        after = ready()
+        print(f"(after the revert, webhook back in the path and its backend up: ready={after['ready']})")
+        if not after["ready"]:
+            raise SystemExit("demo: the real apiserver is not ready after the revert")
+    finally:
+        run("sandbox", "down", "--dir", d, state=state, check=None)
+
+
 def leaks() -> None:
     """The Gatekeeper story: what got in while the webhook failed open, from the audit log and without it."""
     print("=" * 100)
@@ -107,6 +159,7 @@ def main() -> int:
     print(f"{len(EXAMPLES) - bad} of {len(EXAMPLES)} examples gave the documented exit code")
     leaks()
     story()
+    real_story()
     return 1 if bad else 0
 
 
