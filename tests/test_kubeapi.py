@@ -230,12 +230,29 @@ def test_a_change_racing_the_write_is_refused_by_the_apiserver(api, monkeypatch,
 
     monkeypatch.setattr(remedy, "backup", backup_then_race)
     monkeypatch.setattr(remedy.api, "request", recording)
-    with pytest.raises(PreconditionFailed, match="changed since it was backed up"):
+    with pytest.raises(PreconditionFailed, match="changed since it was backed up") as e:
         recovery.execute(remedy, steps, str(api.state), {})
+    assert ("not deleted" if action == "delete" else "not patched") in str(e.value)
     assert [a for a in answers if a[0] != "GET"] == [("DELETE" if action == "delete" else "PATCH", *answer)]
     stored = api.etcd_obj()
     assert stored["webhooks"][0]["timeoutSeconds"] == 5 and stored["webhooks"][0]["failurePolicy"] == "Fail"
     assert [c["name"] for c in stored["webhooks"][0]["matchConditions"]] == ["skip"]
+
+
+def test_a_patch_the_apiserver_refuses_as_invalid_is_not_called_a_race(kube, tmp_path):
+    """Kyverno's configuration already at the apiserver's limit of 64 matchConditions: --action exclude adds
+    two more, which the apiserver refuses as invalid, with the same 422 as a failed `test`. breakglass must say
+    so rather than claim the object changed, and nothing is written."""
+    c = Cluster(kube, tmp_path)
+    full = json.loads(json.dumps(KYVERNO))
+    full["webhooks"][0]["matchConditions"] += [{"name": f"c{i}", "expression": "true"} for i in range(63)]
+    c.create("validating", full)
+    before = kube.etcd_value(sources.etcd_key("validating", NAME))
+    p = c.cli("recover", "--method", "kubeapi", "-w", NAME, "--action", "exclude", "--yes", "--no-wait")
+    err = p.stderr.decode()
+    assert p.returncode == 2, err
+    assert "refused the patch" in err and "must have at most 64 items" in err and "changed since" not in err
+    assert kube.etcd_value(sources.etcd_key("validating", NAME)) == before
 
 
 def test_mixing_paths_delete_through_etcd_seen_through_the_api(api):

@@ -198,8 +198,16 @@ class KubeapiPatch:
         status, doc = self.api.request("PATCH", self._path(d["kind"], d["name"]), ops,
                                        content_type="application/json-patch+json")
         if status in (409, 422):
-            raise PreconditionFailed(f"{step.target} changed since it was backed up; not patched "
-                                     f"({doc.get('message', status)})")
+            # A failed `test` is 422 with a message that names no operation, and so is a patch the
+            # apiserver validated and refused (too many matchConditions, say): the object tells which.
+            now = self._get(d["kind"], d["name"])
+            now_rv = now["metadata"].get("resourceVersion") if now else None
+            if now_rv != d["rv"]:
+                raise PreconditionFailed(f"{step.target} changed since it was backed up (resourceVersion {d['rv']}, "
+                                         f"now {now_rv or 'deleted'}); not patched")
+            # no hint of its own: the run's (what earlier steps touched, how to revert) must stay
+            raise BadInput(f"the apiserver refused the patch of {step.target} as invalid, so it was not changed "
+                           f"(another --action may fit): {doc.get('message', status)}")
         if status != 200:
             raise PreconditionFailed(f"PATCH {step.target}: HTTP {status} {doc.get('message', '')}")
         return {"rv_after": doc.get("metadata", {}).get("resourceVersion")}
