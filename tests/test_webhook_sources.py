@@ -1,4 +1,4 @@
-"""Reading configurations from files, from a real etcd (plain and TLS), and from an API stand-in."""
+"""Reading configurations from files, from a real etcd (plain and TLS), and from a real kube-apiserver."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from breakglass.errors import BadInput
 from breakglass.webhooks import codec, sources
 from tests import etcd_server as es
 from tests.conftest import ROOT, run_cli
+from tests.real_apiserver_session import kube, real_apiserver  # noqa: F401 - the fixtures
 from tests.test_codec import KYVERNO
 
 EX = os.path.join(ROOT, "examples", "webhooks")
@@ -196,30 +197,24 @@ def test_bad_etcd_settings_are_exit_2(args, match):
     assert p.returncode == 2 and match in p.stderr.decode()
 
 
-# -- the live API (stand-in) ---------------------------------------------------------------------
+# -- the live API: a real kube-apiserver (tests/real_apiserver_session.py) ------------------------------
 
-def test_api_listing_through_kubeconfig(tmp_path):
-    from tests.apiserver_standin import serve
-
-    with serve({"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations":
-                {"kind": "ValidatingWebhookConfigurationList", "apiVersion": "admissionregistration.k8s.io/v1",
-                 "items": [{k: v for k, v in KYVERNO.items() if k not in ("kind", "apiVersion")}]}},
-               token="s3cret") as url:
-        kc = tmp_path / "kubeconfig"
-        kc.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "k", "cluster": {"server": url}}],
-            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-            "users": [{"name": "u", "user": {"token": "s3cret"}}]}))
-        p = run_cli("audit", "--kubeconfig", str(kc), "-o", "json")
-        assert p.returncode == 3, p.stderr
-        assert b"s3cret" not in p.stdout + p.stderr
-        assert json.loads(p.stdout)["result"]["findings"][0]["rule"] == "bootstrap-intercept"
-        p = run_cli("audit", "--kubeconfig", str(kc), "--context", "nope")
-        assert p.returncode == 5 and b"kubeconfig" in p.stderr  # wrong context: unreachable as asked
-        kc.write_text(kc.read_text().replace("s3cret", "wrong"))
-        p = run_cli("audit", "--kubeconfig", str(kc))
-        assert p.returncode == 5 and b"401" in p.stderr
+def test_api_listing_through_kubeconfig(kube, tmp_path):
+    created = {k: v for k, v in KYVERNO.items()}
+    created["metadata"] = {k: v for k, v in KYVERNO["metadata"].items()
+                           if k not in ("uid", "generation", "creationTimestamp", "managedFields")}
+    kube.client.must("POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", created)
+    kc = kube.kubeconfig(str(tmp_path / "kubeconfig"))  # a ServiceAccount's bearer token
+    p = run_cli("audit", "--kubeconfig", kc, "-o", "json")
+    assert p.returncode == 3, p.stderr
+    assert kube.token().encode() not in p.stdout + p.stderr
+    [finding] = [f for f in json.loads(p.stdout)["result"]["findings"] if f["rule"] == "bootstrap-intercept"]
+    assert finding["configuration"] == "ValidatingWebhookConfiguration/" + KYVERNO["metadata"]["name"]
+    p = run_cli("audit", "--kubeconfig", kc, "--context", "nope")
+    assert p.returncode == 5 and b"kubeconfig" in p.stderr  # wrong context: unreachable as asked
+    kube.kubeconfig(kc, {"token": "wrong"})
+    p = run_cli("audit", "--kubeconfig", kc)
+    assert p.returncode == 5 and b"401" in p.stderr
 
 
 def test_several_endpoints_fail_over_to_a_live_one(etcd_clean):
