@@ -39,6 +39,7 @@ bench: $(STAMP) bundle
 	$(PY) bench/triage.py
 	$(PY) bench/leaks.py
 	$(PY) bench/bundle.py
+	$(PY) bench/real_apiserver.py
 
 # dist/breakglass.pyz: one file for python3 >= 3.10 on Linux x86_64 and aarch64, offline (see README)
 # (PYTHONS=3.11,3.12 MACHINES=x86_64 make bundle: a smaller file for fewer targets)
