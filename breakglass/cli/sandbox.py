@@ -127,8 +127,13 @@ def sandbox_status(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = N
     _run(output, verbose, body)
 
 
+class BackendAction(str, enum.Enum):
+    start = "start"
+    stop = "stop"
+
+
 @sandbox_app.command("backend")
-def sandbox_backend(action: Annotated[str, typer.Argument(help="start or stop", show_default=False)],
+def sandbox_backend(action: Annotated[BackendAction, typer.Argument(help="start or stop", show_default=False)],
                     sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
                     output: OutputOpt = Output.text, verbose: VerboseOpt = False) -> None:
     """Start or stop the webhook's backend: "the policy engine is back" (or down again).
@@ -142,12 +147,8 @@ def sandbox_backend(action: Annotated[str, typer.Argument(help="start or stop", 
 
     def body() -> int:
         from breakglass import sandbox  # noqa: PLC0415
-        from breakglass.errors import BadInput  # noqa: PLC0415
-
-        if action not in ("start", "stop"):
-            raise BadInput(f"sandbox backend: unknown action {action!r} (start or stop)")
         d = sandbox_dir or sandbox.default_dir(state_dir)
-        st = sandbox.backend(d, action == "start")
+        st = sandbox.backend(d, action is BackendAction.start)
         _show(output, "Sandbox", st, lambda: f"webhook backend {'running' if st['running'] else 'stopped'} "
                                              f"({st['url']})")
         return 0
