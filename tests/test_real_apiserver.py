@@ -344,3 +344,20 @@ def test_talos_through_talosctl_makes_the_real_apiserver_ready_and_revert_restor
         assert _docs(cfg) == before
     finally:
         run_cli("sandbox", "down", "--dir", d)
+
+
+def test_an_apiserver_that_dies_at_start_is_one_line_with_its_log_and_leaves_nothing_running(tmp_path):
+    from tests.conftest import run_cli
+
+    dying = tmp_path / "kube-apiserver"
+    dying.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "Kubernetes v1.34.4"; exit 0; }\n'
+                     'echo "E1130 run.go:72] command failed" >&2; exit 1\n')
+    dying.chmod(0o755)
+    d = str(tmp_path / "sb")
+    p = run_cli("sandbox", "up", "--dir", d, "--apiserver", str(dying))
+    assert p.returncode == 5, p.stderr
+    [line] = [ln for ln in p.stderr.decode().splitlines() if ln.startswith("breakglass: error:")]
+    assert "exited while starting" in line and f"{d}/kube-apiserver.log" in line
+    assert b"command failed" in open(f"{d}/kube-apiserver.log", "rb").read()
+    assert not _cmdline_has_any(d)
+    assert run_cli("sandbox", "down", "--dir", d).returncode == 0 and not os.path.exists(d)

@@ -110,7 +110,10 @@ def start(directory: str, etcd_endpoint: str, binary: str, scenario: str, free_p
     say(f"booting kube-apiserver {ver} once so the bootstrap objects exist")
     first = _spawn([binary, *command], layout.log)
     try:
-        apiserver.wait_state(client, "ready", 120, alive=lambda: first.poll() is None)
+        try:
+            apiserver.wait_state(client, "ready", 120, alive=lambda: first.poll() is None)
+        except Unreachable as e:
+            raise Unreachable(f"{e}; its log: {layout.log}") from None
         say(f"installing the {scenario} webhook as its operator would")
         for obj in scenarios.webhooks(scenario, info["webhook_url"], keys.ca):
             client.must("POST", scenarios.VWC_PATH, obj)
@@ -140,9 +143,9 @@ def start(directory: str, etcd_endpoint: str, binary: str, scenario: str, free_p
     want = "stuck" if scenario == "deadlock" and apiserver.minor(ver) >= 33 else "ready"
     try:
         apiserver.wait_state(client, want, 120, alive=lambda: kubelet.poll() is None)
-    except BreakglassError:
+    except BreakglassError as e:
         stop(directory, info)
-        raise
+        raise Unreachable(f"{e}; see {layout.log} and {layout.path('kubelet.json')}") from None
     return info
 
 
