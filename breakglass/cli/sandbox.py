@@ -157,16 +157,21 @@ def sandbox_backend(action: Annotated[BackendAction, typer.Argument(help="start 
 
 
 def _render_sandbox(st: dict) -> str:
+    """One fact a line, labels first, so an 80-column terminal wraps only long paths."""
     if not st.get("running"):
         return f"sandbox not running ({st['dir']})"
-    out = [f"sandbox running in {st['dir']} (etcd pid {st['pid']})", f"  etcd: {st['flags']}"]
+    out = [f"sandbox running in {st['dir']}"]
     api = st.get("apiserver")
     if api:
-        state = "READY" if api["ready"] else "NOT READY" + (f" ({', '.join(api['failing'])})" if api["failing"]
-                                                            else "")
-        out += [f"  REHEARSAL: kube-apiserver {api['version']} ({api['scenario']}) at {api['url']}: {state}",
-                f"  kubeconfig: {api['kubeconfig']}",
-                f"  webhook backend: {'running' if api['backend_running'] else 'down'} ({api['webhook_url']})"]
-    out += [f"  {k}: {v}" for k, v in st["files"].items() if not api or k != "kubeconfig"]
-    out.append("try: breakglass diagnose " + st["files"].get("apiserver_log", "") + "; breakglass audit " + st["flags"])
+        out += [f"REHEARSAL: kube-apiserver {api['version']}, scenario {api['scenario']}, {api['node']} node",
+                f"  apiserver: {api['url']} {'READY' if api['ready'] else 'NOT READY'}"]
+        out += [f"    failing: {c}" for c in api["failing"]]
+        out.append(f"  webhook backend: {'up' if api['backend_running'] else 'down'} ({api['webhook_url']})")
+    out.append(f"  etcd (pid {st['pid']}): {st['flags']}")
+    out += [f"  {k}: {v}" for k, v in st["files"].items()]
+    out.append("next:")
+    out.append(f"  breakglass diagnose {st['files'].get('apiserver_log', '')}")
+    out.append(f"  breakglass audit {st['flags']}")
+    if api:
+        out.append("  breakglass sandbox backend start   (the policy engine is back)")
     return "\n".join(out)
