@@ -127,7 +127,9 @@ class Builder:
     def _identity(self, a: _Acc) -> dict:
         hint = vendors.hint_for(a.webhook) if a.webhook else None
         wtype = next(iter(a.types)) if len(a.types) == 1 else (hint.webhook_type if hint else None)
-        svc = _top(a.services) or (hint.service if hint else None)
+        # Only a service the log shows (a service URL, or the resolver naming it): a webhook called by url:
+        # has none, and the vendor's usual Service may not exist in this cluster at all.
+        svc = _top(a.services)
         named = self.c.configurations.get(a.webhook or "")
         return dict(
             webhook=a.webhook, webhook_type=wtype,
