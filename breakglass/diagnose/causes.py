@@ -30,6 +30,9 @@ class Cause:
 _DIAL = re.compile(r"dial tcp (?P<addr>\[?[0-9a-fA-F.:]+\]?:\d+)")
 _RULES: tuple[tuple[re.Pattern, str, str], ...] = (
     (re.compile(r'no endpoints available for service "(?P<svc>[^"]+)"'), UNREACHABLE, "no endpoints"),
+    # Endpoint routing before 1.33 reads the Endpoints object, which kube-controller-manager makes: missing while it
+    # is down (or has not caught up with a new Service).
+    (re.compile(r'endpoints "(?P<svc>[^"]+)" not found'), UNREACHABLE, "no endpoints (no Endpoints object)"),
     (re.compile(r'service "(?P<svc>[^"]+)" not found'), UNREACHABLE, "service not found"),
     (re.compile(r'no service port \d+ found for service "(?P<svc>[^"]+)"'), MISCONFIGURED, "no such service port"),
     (re.compile(r'cannot route to service with ClusterIP "None"|unsupported service type'), MISCONFIGURED,
@@ -43,10 +46,15 @@ _RULES: tuple[tuple[re.Pattern, str, str], ...] = (
     (re.compile(r"no such host|server misbehaving"), UNREACHABLE, "DNS lookup failed"),
     (re.compile(r"TLS handshake timeout"), TIMEOUT, "TLS handshake timed out"),
     (re.compile(r"server gave HTTP response to HTTPS client"), MISCONFIGURED, "webhook serves plain HTTP"),
+    # crypto/tls' RecordHeaderError: what answered is not TLS, and not HTTP either (net/http says so for HTTP)
+    (re.compile(r"first record does not look like a TLS handshake"), MISCONFIGURED, "webhook does not speak TLS"),
     (re.compile(r"x509: certificate signed by unknown authority|certificate is not trusted"), TLS,
      "certificate signed by unknown authority (caBundle)"),
     (re.compile(r"x509: certificate has expired or is not yet valid"), TLS, "certificate expired or not yet valid"),
-    (re.compile(r"x509: certificate is valid for"), TLS, "certificate name mismatch"),
+    # x509.HostnameError: the name or IP called is not in the certificate (an IP URL and a certificate with no
+    # IP SANs says so in its own words)
+    (re.compile(r"x509: certificate is valid for|x509: cannot validate certificate for \S+ because it doesn't "
+                r"contain any IP SANs"), TLS, "certificate name mismatch"),
     (re.compile(r"x509:|tls: |remote error: tls|PEM block|handshake"), TLS, "TLS handshake failed"),
     (re.compile(r"Client\.Timeout exceeded|context deadline exceeded|request canceled while waiting|"
                 r"timeout awaiting response headers|i/o timeout|deadline exceeded"), TIMEOUT, "timed out"),
