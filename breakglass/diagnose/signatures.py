@@ -51,6 +51,7 @@ _NAME = r'"(?P<hook>[^"\s]+)"'
 _URL = re.compile(r'(?:Post|POST|post)\s*"?(?P<url>https?://[^\s"]+)"?:?\s*(?P<cause>.*)$', re.S)
 _SVC_HOST = re.compile(r"^https?://(?P<svc>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.(?P<ns>[a-z0-9]([-a-z0-9]*[a-z0-9])?)"
                        r"\.svc(?:\.[\w.-]+)?(?::(?P<port>\d+))?(?P<path>/[^?\s\"]*)?")
+_URL_PATH = re.compile(r"^https?://[^/?\s\"]+(?P<path>/[^?\s\"]*)?")
 
 FAIL_MODE = re.compile(r"Failed\s*calling\s*webhook,\s*failing\s*(?P<mode>open|closed)\s*(?P<hook>\S+?):\s*(?P<err>.*)$",
                        re.S)
@@ -159,7 +160,8 @@ def _webhook_type(hook: str, rec: LogRecord, url: str | None = None) -> str | No
     if caller.startswith("validating/"):
         return "validating"
     # Webhook servers route by path (/mutate…, /validate…): cert-manager uses one name for both kinds.
-    path = _SVC_HOST.match(url or "")
+    # The path is the webhook's whether it is called through a Service or at a url: (any host).
+    path = _URL_PATH.match(url or "")
     path = (path["path"] or "") if path else ""
     if re.search(r"/mutat", path):
         return "mutating"
