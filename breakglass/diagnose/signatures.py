@@ -74,6 +74,11 @@ _READYZ_CHECKS = re.compile(r"(?P<checks>[\w./,-]*poststarthook/[\w./,-]*)\s*$")
 NOT_READY = re.compile(r"not\s*yet\s*ready\s*to\s*handle\s*request")
 _NOT_READY_OBJ = re.compile(r"(?P<res>[a-z0-9-]+)(?:\.(?P<group>[a-z0-9][a-z0-9.-]*))?\s*\"(?P<name>[^\"]*)\"\s*"
                             r"is\s*forbidden:\s*$")
+# A write refused as invalid (StatusReasonInvalid: `Kind "name" is invalid: field: Invalid value: …`) was refused
+# by the registry's validation, which runs before validating admission: no webhook can be blamed for it. (A real
+# apiserver advertising a loopback address logs `unable to sync kubernetes service: Endpoints "kubernetes" is
+# invalid: …` every 10 s.)
+INVALID = re.compile(r"\"[^\"]*\"\s*is\s*invalid:")
 MAX_MATCH = 128 << 10  # a bound for the regexes; the scanner already caps records at 64 KiB
 
 # Bootstrap steps: (pattern, bootstrap kind, what the line says: attempt | failure | ok)
@@ -289,6 +294,8 @@ def classify(rec: LogRecord) -> list[Event]:
     if not any(e.kind in ("webhook-call", "webhook-denied", "policy-denied") for e in events):
         for pat, kind_name, what in _BOOT:
             b = pat.search(msg)
+            if b and what == "failure" and INVALID.search(msg):
+                break  # refused by validation, not admission: nothing a webhook did (see INVALID)
             if b:
                 obj = _boot_object(kind_name, b)
                 events.append(Event("bootstrap-" + what, rec, obj=obj, hook=obj.hook))
