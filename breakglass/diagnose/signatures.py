@@ -236,7 +236,12 @@ def classify(rec: LogRecord) -> list[Event]:
                 mode, echo = "open", True  # utilruntime.HandleError after a fail-open warning
             else:
                 mode, echo = None, False
-            events.append(_call_event(rec, hook, m["err"] or "", mode, echo))
+            ev = _call_event(rec, hook, m["err"] or "", mode, echo)
+            if mode == "open" and ev.cause is not None and ev.cause.cls == causes.CANCELED:
+                # HandleError after "Context canceled when calling webhook": the caller went away. The
+                # dispatchers log no fail-open for a canceled call and admit nothing (they return a timeout).
+                ev = Event("webhook-canceled", rec, webhook=hook, echo=True)
+            events.append(ev)
             break
 
     rej = REJECTED.search(msg)
