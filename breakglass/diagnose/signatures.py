@@ -57,8 +57,9 @@ FAIL_MODE = re.compile(r"Failed\s*calling\s*webhook,\s*failing\s*(?P<mode>open|c
                        re.S)
 CALL_FAILED = re.compile(r"failed\s*calling\s*(?:admission\s*)?webhook\s*" + _NAME + r"(?:\s*[:;]\s*(?P<err>.*))?$",
                          re.S)
+# The message ends at a closing quote (%q, %#v, JSON), at the ` >` closing a klog multi-line value, or the line's end.
 DENIED = re.compile(r"admission\s*webhook\s*" + _NAME + r"\s*denied\s*the\s*request(?:\s*:\s*(?P<msg>.*?)"
-                    r"(?=\"[,}]|$)|\s*without\s*explanation)?", re.S)
+                    r"(?=\"[,}]|\s>(?:\s|$)|$)|\s*without\s*explanation)?", re.S)
 REJECTED = re.compile(r"rejected\s*by\s*webhook\s*" + _NAME + r":?\s*(?P<detail>.*)$", re.S)
 CANCELED = re.compile(r"Context\s*canceled\s*when\s*calling\s*webhook\s*(?P<hook>\S+)")
 PANIC = re.compile(r"Panic\s*calling\s*webhook,\s*failing\s*open\s*(?P<hook>\S+?):\s*(?P<err>.*)$", re.S)

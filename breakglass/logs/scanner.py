@@ -7,7 +7,8 @@ chunks at once, then cuts out only the lines around each hit. With Hyperscan ins
 ``grep``; without it, ``bytes.find`` runs once per anchor. Both give the same records.
 
 Around each hit the record is widened to whole logical lines: CRI partial lines
-(``P``) are joined with what follows, and lines pasted into tickets that were wrapped
+(``P``) are joined with what follows, so are the lines of a klog multi-line value
+(``err=<``, tab-indented lines, `` >``), and lines pasted into tickets that were wrapped
 are joined back (a long line followed by one that does not start a record).
 """
 
@@ -28,6 +29,9 @@ _RECORD_START = re.compile(
     rb"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|[\w.\-\[\]:]+: (?:\d{4}-\d\d-\d\dT|[IWEF]\d{4} )|\[pod/|"
     rb"Error from server|Error creating|[Ee]rror: |Warning: |MESSAGE=|__)")
 _CRI_PARTIAL = re.compile(rb"(?:\S+: )?\d{4}-\d\d-\d\dT\S+ (?:stdout|stderr) P(?: |$)")
+# klog's text format writes a value that holds newlines as `key=<`, then each of its lines after a tab (an empty
+# one as a lone tab), then ` >` and the rest of the record's key=value pairs.
+_KLOG_VALUE_LINE = re.compile(rb"\t| >")
 
 
 @dataclass(slots=True)
@@ -95,6 +99,8 @@ def _is_wrapped_pair(buf: bytes, ps: int, pe: int, cur: bytes) -> bool:
     head = buf[ps:min(pe, ps + 512)]
     if _CRI_PARTIAL.match(head):
         return True
+    if _KLOG_VALUE_LINE.match(cur) and (head[:1] == b"\t" or buf[max(ps, pe - 3):pe].rstrip(b"\r").endswith(b"=<")):
+        return True  # inside a klog multi-line value, blank lines included
     if not cur.strip() or not head.strip():
         return False
     return pe - ps - (1 if buf[pe - 1:pe] == b"\r" else 0) >= WRAP_MIN and not _RECORD_START.match(cur)
