@@ -82,13 +82,22 @@ def test_each_remedy_makes_the_real_apiserver_ready_and_revert_restores_the_exac
         assert f.read() == before_manifest
     if method == "etcd":
         assert sb.etcd_value(KEY) == before_value  # byte for byte, as kube-apiserver stored it
-    after_spec = sb.client().must("GET", f"{scenarios.VWC_PATH}/{scenarios.KYVERNO_NAME}")["webhooks"]
-    assert after_spec == before_spec  # failurePolicy Fail again, everything else as it was
+    if method == "kubeadm":  # the kubelet stand-in restarts the apiserver without the flag
+        _wait_for(lambda: "--disable-admission-plugins" not in " ".join(sb.kubelet()["argv"]))
     # the restored webhook is live again and the backend answers it; the bootstrap objects now exist
     sb.wait(ready=True)
-    if method == "kubeadm":
-        assert "--disable-admission-plugins" not in " ".join(sb.kubelet()["argv"])
+    after_spec = sb.client().must("GET", f"{scenarios.VWC_PATH}/{scenarios.KYVERNO_NAME}")["webhooks"]
+    assert after_spec == before_spec  # failurePolicy Fail again, everything else as it was
     _heal_and_check(sb)
+
+
+def _wait_for(predicate, seconds: float = 60) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.25)
 
 
 def test_on_1_32_the_webhook_does_not_deadlock_audit_predicts_1_34_and_the_upgrade_does(real_sandbox):
