@@ -8,7 +8,11 @@ node's whole config (it holds secrets: mode 0600, never printed), apply with
 what breakglass wrote.
 
 A *store* hides where the config lives: a node through talosctl, or a file in a repository
-(``--config-file``, for clusters managed as code).
+(``--config-file``, for clusters managed as code). A file is edited as text
+(breakglass.talos.textedit): only the lines of the admission keys change, and the plan's diff is those
+lines. The journal keeps the sha256 of the bytes written; revert puts back the backed-up bytes when the
+file still has exactly them, else takes back only breakglass' own lines (if the keys still hold what it
+wrote), else refuses with a diff.
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ from dataclasses import dataclass
 from breakglass import textfile
 from breakglass.access.talos import Talos
 from breakglass.errors import BadInput, PreconditionFailed
-from breakglass.journal import Run
+from breakglass.journal import Run, sha256
 from breakglass.remedies import admission_flags as flags
 from breakglass.remedies.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
 from breakglass.talos import machineconfig as mc
+from breakglass.talos import textedit
 
 
 class TalosctlStore:
@@ -36,11 +41,11 @@ class TalosctlStore:
     def read(self, node: str) -> str:
         return self.talos.machine_config(node)
 
-    def check(self, node: str, patch: dict) -> None:
-        self.talos.patch(node, mc.dump(patch), dry_run=True)
+    def check(self, node: str, era: str, values: dict) -> None:
+        self.talos.patch(node, mc.dump(mc.patch(era, values)), dry_run=True)
 
-    def write(self, node: str, patch: dict) -> None:
-        self.talos.patch(node, mc.dump(patch))
+    def write(self, node: str, era: str, values: dict) -> None:
+        self.talos.patch(node, mc.dump(mc.patch(era, values)))
 
     def describe(self) -> dict:
         return {"talosconfig": self.talos.talosconfig, "context": self.talos.context,
@@ -48,22 +53,42 @@ class TalosctlStore:
 
 
 class FileStore:
-    """A machine-config file edited in place, keeping comments and key order (ruamel.yaml)."""
+    """A machine-config file edited in place, as text (breakglass.talos.textedit): only the lines of the keys
+    change; every other byte, comment and indentation stays. Revert puts back the exact bytes it backed up."""
 
     kind = "file"
 
     def read(self, node: str) -> str:
         return textfile.read(node, "a Talos machine config")
 
-    def check(self, node: str, patch: dict) -> None:
-        apply_to_text(self.read(node), patch)
+    def edit(self, node: str, era: str, values: dict) -> tuple[str, str]:
+        """The file's text now and with these keys set."""
+        text = self.read(node)
+        return text, textedit.apply(text, era, values, node)
 
-    def write(self, node: str, patch: dict) -> None:
-        text = apply_to_text(self.read(node), patch)
+    def check(self, node: str, era: str, values: dict) -> None:
+        self.edit(node, era, values)
+
+    def preview(self, node: str, era: str, values: dict) -> str:
+        old, new = self.edit(node, era, values)
+        return textedit.diff(old, new, f"{node} (only the admission keys' lines are shown)", f"{node} {era}")
+
+    def write(self, node: str, era: str, values: dict, expect: str | None = None) -> dict:
+        """Edit the file; ``expect``: the sha256 it must still have (the backup's), or nothing is written."""
+        old, new = self.edit(node, era, values)
+        if expect and sha256(old.encode()) != expect:
+            raise PreconditionFailed(f"{node}: the file changed since it was backed up; nothing was written")
+        data = new.encode()
+        self.put(node, data)
+        # not a key ending in "sha256": the run report reads those as names of backup files
+        return {"written": {"sha256": sha256(data), "bytes": len(data)}}
+
+    def put(self, node: str, data: bytes) -> None:
+        """Replace the file with these bytes, atomically, keeping its mode."""
         st = os.stat(node)
         tmp = os.path.join(os.path.dirname(os.path.abspath(node)), f".{os.path.basename(node)}.breakglass.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, st.st_mode & 0o7777)
@@ -73,79 +98,12 @@ class FileStore:
         return {"store": "file"}
 
 
-def apply_to_text(text: str, patch: dict) -> str:
-    """Apply one of our extraArgs patches to a config file's text, keeping its comments."""
-    import io  # noqa: PLC0415
-
-    from ruamel.yaml import YAML  # noqa: PLC0415
-
-    y = YAML()
-    y.preserve_quotes = True
-    y.width = 4096
-    mapping, sequence, offset = _indentation(text)
-    y.indent(mapping=mapping, sequence=sequence, offset=offset)
-    docs = list(y.load_all(text))
-    if patch.get("kind") == "KubeAPIServerConfig":
-        target = next((d for d in docs if isinstance(d, dict) and d.get("kind") == "KubeAPIServerConfig"), None)
-        if target is None:
-            raise BadInput("the config has no KubeAPIServerConfig document to patch")
-        values = patch["extraArgs"]
-    else:
-        target = next((d for d in docs if isinstance(d, dict) and d.get("version") == "v1alpha1"), None)
-        if target is None:
-            raise BadInput("the config has no v1alpha1 document to patch")
-        for key in ("cluster", "apiServer"):
-            if target.get(key) is None:
-                target[key] = {}
-            target = target[key]
-        values = patch["cluster"]["apiServer"]["extraArgs"]
-    if target.get("extraArgs") is None:
-        target["extraArgs"] = {}
-    extra = target["extraArgs"]
-    for k, v in values.items():
-        if isinstance(v, dict) and v.get("$patch") == "delete":
-            extra.pop(k, None)
-        else:
-            extra[k] = v
-    if not extra:
-        del target["extraArgs"]
-    out = io.StringIO()
-    y.dump_all(docs, out)
-    return out.getvalue()
-
-
-def _indentation(text: str) -> tuple[int, int, int]:
-    """The file's own indentation, so a rewrite changes only the lines it must.
-
-    `talosctl gen config` writes 4-space mappings with list dashes indented 4; hand-written
-    files often use 2. Returns ruamel's (mapping, sequence, offset).
-    """
-    import re  # noqa: PLC0415
-
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    mapping = 2
-    for prev, cur in zip(lines, lines[1:]):
-        if prev.rstrip().endswith(":") and not cur.lstrip().startswith("- "):
-            step = len(cur) - len(cur.lstrip()) - (len(prev) - len(prev.lstrip()))
-            if step > 0:
-                mapping = step
-                break
-    offset = None
-    for prev, cur in zip(lines, lines[1:]):
-        if prev.rstrip().endswith(":") and re.match(r"\s*- ", cur):
-            offset = (len(cur) - len(cur.lstrip())) - (len(prev) - len(prev.lstrip()))
-            break
-    if offset is None or offset < 0:
-        offset = 0 if mapping == 2 else mapping
-    return mapping, offset + 2, offset
-
-
 @dataclass
 class NodeChange:
     node: str
     era: str
     change: flags.FlagChange
-    patch: dict
+    values: dict  # the extraArgs keys to set (None: delete)
 
 
 class TalosFlags:
@@ -160,8 +118,8 @@ class TalosFlags:
     def describe_target(self) -> dict:
         return {**self.store.describe(), "nodes": self.nodes, "plugins": self.plugins}
 
-    def _read(self, node: str) -> mc.ApiServerArgs:
-        text = self.store.read(node)
+    def _read(self, node: str, text: str | None = None) -> mc.ApiServerArgs:
+        text = self.store.read(node) if text is None else text
         return mc.locate(mc.parse(text, _label(node, self.store)), _label(node, self.store))
 
     def plan(self) -> list[Step]:
@@ -175,10 +133,11 @@ class TalosFlags:
             if not ch.changed:
                 self.skipped.append(node)
                 continue
-            changes.append(NodeChange(node, loc.era, ch, mc.patch(loc.era, {k: ch.after[k] for k in ch.keys()})))
-        # Every node must accept its patch before any node is changed.
+            changes.append(NodeChange(node, loc.era, ch, {k: ch.after[k] for k in ch.keys()}))
+        # Every node must accept its change before any node is changed.
         for c in changes:
-            self.store.check(c.node, c.patch)
+            self.store.check(c.node, c.era, c.values)
+        preview = getattr(self.store, "preview", None)
         steps = []
         for i, c in enumerate(changes, 1):
             before = {k: c.change.before.get(k) for k in c.change.keys()}
@@ -186,7 +145,7 @@ class TalosFlags:
             steps.append(Step(
                 id=f"s{i}", target=c.node, action="patch",
                 summary=f"disable {','.join(plugins)} on {c.node} ({c.era})",
-                diff=_diff(c.node, c.era, c.change),
+                diff=preview(c.node, c.era, c.values) if preview else _diff(c.node, c.era, c.change),
                 data={"node": c.node, "era": c.era, "before": before, "after": after}))
         return steps
 
@@ -203,8 +162,13 @@ class TalosFlags:
         info["keys_sha256"] = run.write_backup(info["keys"], json.dumps(keys, indent=2).encode())
         return info
 
-    def apply(self, step: Step, backup: dict) -> None:
-        self.store.write(step.data["node"], mc.patch(step.data["era"], step.data["after"]))
+    def apply(self, step: Step, backup: dict) -> dict | None:
+        # A file store answers the sha256 of the bytes it wrote; the journal's "applied" entry keeps it, so
+        # revert knows whether the file is still exactly that.
+        if getattr(self.store, "kind", "") == "file":
+            return self.store.write(step.data["node"], step.data["era"], step.data["after"],
+                                    expect=backup.get("config_sha256"))
+        return self.store.write(step.data["node"], step.data["era"], step.data["after"])
 
     def verify(self, step: Step) -> str:
         loc = self._read(step.data["node"])
@@ -219,25 +183,45 @@ class TalosFlags:
     def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
         node, era = step.data["node"], step.data["era"]
         before, after = step.data["before"], step.data["after"]
-        loc = self._read(node)
+        text = self.store.read(node)
+        loc = self._read(node, text)
         current = {k: loc.args.get(k) for k in before}
         if current == before:
             return RevertOutcome(step.id, ALREADY, f"{node}: the keys hold their earlier values (never changed, or "
                                                    f"already restored)")
+        is_file = getattr(self.store, "kind", "") == "file"
+        written = (backup.get("written") or {}).get("sha256")
+        if is_file and written and written == sha256(text.encode()):
+            # the file is exactly what breakglass wrote: put back exactly what was there
+            original = run.read_backup(backup["config"], backup.get("config_sha256"))
+            if dry_run:
+                return RevertOutcome(step.id, RESTORED, f"{node}: would restore the backed-up file byte for byte")
+            self.store.put(node, original)
+            return RevertOutcome(step.id, RESTORED, f"{node}: restored byte for byte as it was before the run")
         diff = "".join(difflib.unified_diff(mc.args_text(after).splitlines(True), mc.args_text(current).splitlines(True),
                                             "written by breakglass", f"{node} now"))
         if current != after and not force:
             return RevertOutcome(step.id, CONFLICT, f"{node}: {', '.join(before)} changed since the run; left as it is",
                                  diff)
-        patch = mc.patch(era, before)
-        if dry_run:
-            return RevertOutcome(step.id, RESTORED, f"{node}: would apply\n{mc.dump(patch)}".rstrip(), diff)
-        self.store.check(node, patch)
-        self.store.write(node, patch)
+        if is_file:
+            # the file changed elsewhere since (or --force): take back breakglass' own lines only
+            original = run.read_backup(backup["config"], backup.get("config_sha256")).decode()
+            new = textedit.unapply(text, original, era, after, before, node)
+            if dry_run:
+                return RevertOutcome(step.id, RESTORED, f"{node}: would change only these lines",
+                                     textedit.diff(text, new, f"{node} now", f"{node} reverted"))
+            self.store.put(node, new.encode())
+        else:
+            patch = mc.patch(era, before)
+            if dry_run:
+                return RevertOutcome(step.id, RESTORED, f"{node}: would apply\n{mc.dump(patch)}".rstrip(), diff)
+            self.store.check(node, era, before)
+            self.store.write(node, era, before)
         loc = self._read(node)
         if any(loc.args.get(k) != v for k, v in before.items()):
             raise PreconditionFailed(f"{node}: revert patch applied but the keys do not read back as before")
-        return RevertOutcome(step.id, RESTORED, f"{node}: {', '.join(before)} back to their earlier values")
+        how = " (only breakglass' own lines; the file's other changes since stay)" if is_file else ""
+        return RevertOutcome(step.id, RESTORED, f"{node}: {', '.join(before)} back to their earlier values{how}")
 
 
 def _label(node: str, store) -> str:
