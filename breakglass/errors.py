@@ -18,6 +18,7 @@ class ExitCode(IntEnum):
     PRECONDITION = 4
     UNREACHABLE = 5
     UNSUPPORTED = 6
+    DECLINED = 7
     INTERRUPTED = 130
 
 
@@ -31,6 +32,7 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.UNREACHABLE: "cannot reach or authenticate to a target (etcd, SSH, Talos API, apiserver)",
     ExitCode.UNSUPPORTED: "a capability this installation cannot load here (the offline bundle without native "
                           "code for this platform)",
+    ExitCode.DECLINED: "declined: you answered no (or nothing) where breakglass asked to go on; nothing was changed",
     ExitCode.INTERRUPTED: "interrupted; the journal says what was done",
 }
 
@@ -54,6 +56,20 @@ class BadInput(BreakglassError):
 class PreconditionFailed(BreakglassError):
     exit_code = ExitCode.PRECONDITION
     kind = "precondition-failed"
+
+
+class AlreadyApplied(BreakglassError):
+    """What was asked is already in place from an earlier run: success, said so (exit 0)."""
+
+    exit_code = ExitCode.OK
+    kind = "already-applied"
+
+
+class Declined(BreakglassError):
+    """The engineer said no, or gave up at a question: not an interrupt, and nothing was changed."""
+
+    exit_code = ExitCode.DECLINED
+    kind = "declined"
 
 
 class Unreachable(BreakglassError):

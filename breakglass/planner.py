@@ -7,6 +7,8 @@ access is missing is kept, marked unavailable with the reason, so the engineer s
 
 from __future__ import annotations
 
+import os
+
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -22,6 +24,21 @@ class Access:
     ssh_nodes: dict = field(default_factory=dict)  # host -> access.ssh.Node
     etcd: object | None = None  # recovery.EtcdTarget
     wants_kubeconfig: bool = False
+    talos_files: list[str] = field(default_factory=list)  # machine-config files managed as code
+    manifest: str | None = None  # a kubeadm manifest on this machine
+    readyz_urls: list[str] = field(default_factory=list)  # apiservers to watch afterwards
+
+    def local_probes(self) -> dict[str, "Probe"]:
+        """Ways out through files on this machine: nothing to reach, only to read."""
+        out = {}
+        if self.talos_files:
+            ok = all(os.access(f, os.R_OK | os.W_OK) for f in self.talos_files)
+            out["talos"] = Probe("talos", ok, f"machine-config file(s) {', '.join(self.talos_files)}"
+                                 + ("" if ok else ": not writable here"))
+        if self.manifest:
+            ok = os.access(self.manifest, os.R_OK | os.W_OK)
+            out["ssh"] = Probe("ssh", ok, f"kubeadm manifest {self.manifest}" + ("" if ok else ": not writable here"))
+        return out
 
 
 @dataclass

@@ -2,25 +2,67 @@
 
 ``QuestionaryPrompter`` asks on the terminal (questionary, imported only here); ``ScriptedPrompter``
 answers from a list and keeps a transcript. Cancelling a prompt (Ctrl-C) raises KeyboardInterrupt.
+A text question may carry a ``validate`` function (None when the answer is good, else why not): the
+question is asked again with the reason, never ended. ``banner`` (e.g. "REHEARSAL") prefixes every
+question and message once set.
 """
 
 from __future__ import annotations
 
+import shutil
+import textwrap
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Optional, Protocol
+
+from breakglass.errors import BadInput
+
+Validate = Optional[Callable[[str], Optional[str]]]
 
 
 @dataclass
 class Choice:
     value: str
-    title: str
-    disabled: str | None = None  # why it cannot be chosen: shown greyed out
+    title: str  # short: it must fit an 80-column line with the pointer
+    disabled: str | None = None  # why it cannot be chosen (short), shown greyed out
+    description: str | None = None  # shown below the list while the choice is highlighted: the cost, the reason
+
+
+def width() -> int:
+    return max(40, min(shutil.get_terminal_size((100, 24)).columns, 200))
+
+
+def wrap(text: str, columns: int | None = None) -> str:
+    """Prose wrapped at word boundaries to the terminal; a line that starts like a diff, a command or a
+    code block is left whole (the terminal folds it; splitting it would change what it says)."""
+    columns = columns or width()
+    out = []
+    for line in text.splitlines() or [""]:
+        stripped = line.lstrip()
+        if len(line) <= columns or stripped[:1] in ("+", "-", "@", "$", "#", "{", "[") or "  $ " in line:
+            out.append(line)
+            continue
+        indent = line[:len(line) - len(stripped)]
+        hang = indent + ("  " if indent or stripped.startswith(("[", "*")) else "")
+        out += textwrap.wrap(stripped, columns, initial_indent=indent, subsequent_indent=hang,
+                             break_long_words=False, break_on_hyphens=False) or [""]
+    return "\n".join(out)
+
+
+def fit(title: str, columns: int | None = None, reserve: int = 6) -> str:
+    """A choice title cut to one line (at a word, with an ellipsis) so the list never wraps."""
+    room = (columns or width()) - reserve
+    if len(title) <= room:
+        return title
+    cut = title[:room - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + "…"
 
 
 class Prompter(Protocol):
+    banner: str
+
     def select(self, message: str, choices: list[Choice]) -> str: ...
 
-    def text(self, message: str, default: str = "") -> str: ...
+    def text(self, message: str, default: str = "", validate: Validate = None) -> str: ...
 
     def confirm(self, message: str, default: bool = False) -> bool: ...
 
@@ -33,11 +75,20 @@ class Prompter(Protocol):
 SPIN = "|/-\\"
 
 
+def no_choice(message: str, choices: list[Choice]) -> BadInput:
+    reasons = "; ".join(f"{c.value}: {c.disabled}" for c in choices)
+    return BadInput(f"{message} none can be chosen ({reasons})")
+
+
 class QuestionaryPrompter:
     def __init__(self) -> None:
         import questionary  # noqa: PLC0415
 
         self.q = questionary
+        self.banner = ""
+
+    def _m(self, message: str) -> str:
+        return f"[{self.banner}] {message}" if self.banner else message
 
     def _ask(self, question):
         answer = question.ask()
@@ -46,14 +97,23 @@ class QuestionaryPrompter:
         return answer
 
     def select(self, message: str, choices: list[Choice]) -> str:
-        qs = [self.q.Choice(c.title, value=c.value, disabled=c.disabled) for c in choices]
-        return self._ask(self.q.select(message, choices=qs))
+        if not any(c.disabled is None for c in choices):
+            # questionary cannot point at nothing (it fails inside prompt_toolkit): callers offer another way
+            raise no_choice(message, choices)
+        cols = width()
+        qs = [self.q.Choice(fit(c.title, cols, 4 + len(f" ({c.disabled})") if c.disabled else 4),
+                            value=c.value, disabled=fit(c.disabled, 40, 0) if c.disabled else None,
+                            description=wrap(c.description, cols - 2) if c.description else None)
+              for c in choices]
+        default = next(q for q, c in zip(qs, choices) if c.disabled is None)
+        return self._ask(self.q.select(self._m(message), choices=qs, default=default))
 
-    def text(self, message: str, default: str = "") -> str:
-        return self._ask(self.q.text(message, default=default))
+    def text(self, message: str, default: str = "", validate: Validate = None) -> str:
+        check = (lambda v: (validate(v) or True)) if validate else None
+        return self._ask(self.q.text(self._m(message), default=default, validate=check))
 
     def confirm(self, message: str, default: bool = False) -> bool:
-        return self._ask(self.q.confirm(message, default=default))
+        return self._ask(self.q.confirm(self._m(message), default=default))
 
     _spin = 0
 
@@ -61,27 +121,33 @@ class QuestionaryPrompter:
         if self._spin:
             print("\r\033[K", end="")
             self._spin = 0
-        print(text, flush=True)
+        print(wrap(f"[{self.banner}] {text}" if self.banner and text else text), flush=True)
 
     def progress(self, text: str) -> None:
         self._spin += 1
-        print(f"\r\033[K{SPIN[self._spin % 4]} {text}", end="", flush=True)
+        line = fit(f"{SPIN[self._spin % 4]} {text}", reserve=1)
+        print(f"\r\033[K{line}", end="", flush=True)
 
 
 @dataclass
 class ScriptedPrompter:
-    """Answers in order; a select answer may be the value or the index of an enabled choice."""
+    """Answers in order; a select answer may be the value or the index of an enabled choice. A text answer
+    that fails its validation is recorded with the reason, and the next answer is taken, as a terminal asks
+    again."""
 
     answers: list
     transcript: list[str] = field(default_factory=list)
+    banner: str = ""
 
     def _next(self, message: str):
-        self.transcript.append(f"? {message}")
+        self.transcript.append(f"? [{self.banner}] {message}" if self.banner else f"? {message}")
         if not self.answers:
             raise AssertionError(f"no scripted answer for: {message}")
         return self.answers.pop(0)
 
     def select(self, message: str, choices: list[Choice]) -> str:
+        if not any(c.disabled is None for c in choices):
+            raise no_choice(message, choices)
         self.transcript += [f"  - {c.title}" + (f" ({c.disabled})" if c.disabled else "") for c in choices]
         answer = self._next(message)
         enabled = [c for c in choices if not c.disabled]
@@ -91,15 +157,20 @@ class ScriptedPrompter:
             raise AssertionError(f"{answer!r} is not an enabled choice of {message!r}")
         return answer
 
-    def text(self, message: str, default: str = "") -> str:
-        answer = self._next(message)
-        return default if answer is None else str(answer)
+    def text(self, message: str, default: str = "", validate: Validate = None) -> str:
+        while True:
+            answer = self._next(message)
+            value = default if answer is None else str(answer)
+            why = validate(value) if validate else None
+            if not why:
+                return value
+            self.transcript.append(f"! {why}")
 
     def confirm(self, message: str, default: bool = False) -> bool:
         return bool(self._next(message))
 
     def say(self, text: str = "") -> None:
-        self.transcript.append(text)
+        self.transcript.append(f"[{self.banner}] {text}" if self.banner and text else text)
 
     def progress(self, text: str) -> None:
         self.transcript.append(f"~ {text}")

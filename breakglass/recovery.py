@@ -193,6 +193,34 @@ def list_runs(state: str | None) -> list[RunSummary]:
     return out
 
 
+CHANGED = ("applying", "applied", "verified")
+
+
+def open_runs(state: str | None) -> list[RunSummary]:
+    """Recover runs that changed something and are not reverted: what a restarted wizard offers to finish."""
+    out = []
+    for run in journal.list_runs(state):
+        try:
+            st = driver.replay(run)
+        except BadInput:
+            continue
+        changed = [s for s in st.steps if s.last in CHANGED and not (s.reverts and s.reverts[-1] != "reverting")]
+        if st.kind == "recover" and st.status != "reverted" and changed:
+            out.append(RunSummary(run.id, run.path, st.kind, st.method, st.status, st.started,
+                                  [s.step.summary for s in changed]))
+    return out
+
+
+def applied_by(state: str | None, method: str, refs: list[str]) -> RunSummary | None:
+    """The open run of ``method`` that already changed one of ``refs`` (NAME, kind/NAME or an etcd key), so
+    a second `recover` of the same thing says so instead of failing on what the first one removed."""
+    names = {r.rstrip("/").rsplit("/", 1)[-1] for r in refs}
+    for summary in reversed(open_runs(state)):
+        if summary.method == method and any(n and any(n in step for step in summary.steps) for n in names):
+            return summary
+    return None
+
+
 def report(run: Run) -> str:
     """report.md: the run for the postmortem (timeline, changes, backups, revert status)."""
     st = driver.replay(run)

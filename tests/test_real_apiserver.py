@@ -290,7 +290,7 @@ def test_the_wizard_rehearses_on_the_real_apiserver_sandbox(tmp_path):
         p = ScriptedPrompter([sb.apiserver["log"], "sandbox", "kubeapi", "ignore", scenarios.KYVERNO_NAME, False])
         assert wizard.run(p, state) == 0
         text = "\n".join(p.transcript)
-        assert "BOOTSTRAP DEADLOCK" in text and f"REHEARSAL: kube-apiserver {sb.apiserver['version']}" in text
+        assert "BOOTSTRAP DEADLOCK" in text and f"[REHEARSAL] kube-apiserver {sb.apiserver['version']} at" in text
         assert "-  failurePolicy: Fail" in text and "+  failurePolicy: Ignore" in text
         import time
 

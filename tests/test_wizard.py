@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pytest
 
 from breakglass import planner, sandbox, wizard
-from breakglass.errors import Interrupted
+from breakglass.errors import Declined, Interrupted
 from breakglass.prompts import ScriptedPrompter
 from tests.conftest import ROOT
 
@@ -44,7 +45,8 @@ def test_full_flow_on_the_sandbox_through_the_prompts_interface(state):
     assert "kubeapi: Patch or delete the configuration through the apiserver." in text and "(no apiserver access given)" in text
     assert "+++ (deleted)" in text and "revert of run" in text
     assert _etcd_values(state) == before  # deleted, then reverted byte for byte
-    report = next(line for line in p.transcript if line.startswith("Report for the postmortem: "))
+    assert "[REHEARSAL] " in text  # every message after choosing the sandbox says where it acts
+    report = next(line for line in p.transcript if line.startswith("[REHEARSAL] Report for the postmortem: "))
     body = open(report.split(": ", 1)[1]).read()
     assert "## Permanent fix" in body and "breakglass-skip-apiserver-self" in body and "status: **reverted**" in body
     assert "## Findings" in body and "BOOTSTRAP DEADLOCK" in body
@@ -53,8 +55,10 @@ def test_full_flow_on_the_sandbox_through_the_prompts_interface(state):
 def test_a_wrong_confirmation_changes_nothing(state):
     sandbox.up(sandbox.default_dir(state))
     before = _etcd_values(state)
-    with pytest.raises(Interrupted, match="did not match"):
-        wizard.run(ScriptedPrompter([LOG, "sandbox", "etcd", "yes"]), state)
+    p = ScriptedPrompter([LOG, "sandbox", "etcd", "yes", ""])  # a wrong word is asked again; Enter declines
+    with pytest.raises(Declined, match="declined at the confirmation"):
+        wizard.run(p, state)
+    assert any(line.startswith("! that is not") for line in p.transcript)
     assert _etcd_values(state) == before
 
 
@@ -62,7 +66,7 @@ def test_keep_the_change_and_revert_later(state):
     sandbox.up(sandbox.default_dir(state))
     p = ScriptedPrompter([LOG, "sandbox", "etcd", CFG, False])
     assert wizard.run(p, state) == 0
-    assert any(line.startswith("When the webhook is healthy: breakglass revert ") for line in p.transcript)
+    assert any(line.startswith("[REHEARSAL] When the webhook is healthy: breakglass revert ") for line in p.transcript)
     assert len(_etcd_values(state)) == 2  # the culprit stays deleted until the revert
 
 
@@ -90,9 +94,10 @@ def test_waiting_for_readyz_shows_progress_and_the_failing_hooks():
 
     with serve_readyz([500], "start-service-ip-repair-controllers") as url:
         p = ScriptedPrompter([])
-        wizard._wait_ready(p, "talos", planner.Access(talos_nodes=[url]), None)
+        wizard._wait_ready(p, planner.Access(readyz_urls=[url]), "after the change")
     ticks = [line for line in p.transcript if line.startswith("~ ")]
-    assert "start-service-ip-repair-controllers" in ticks[0] and ticks[-1] == "~ waiting for /readyz: ready"
+    assert "start-service-ip-repair-controllers" in ticks[0] and ticks[-1].endswith("s left: waiting for /readyz: ready")
+    assert re.match(r"~ \d+s left: ", ticks[0])  # the time left, on every tick
     assert p.transcript[-1] == f"  {url}/readyz?verbose: ready"
 
 
@@ -106,7 +111,7 @@ def test_the_real_wizard_in_a_pseudo_terminal(state):
         child.expect("logs to diagnose")
         child.sendline(LOG)
         child.expect("How can you reach the cluster")
-        child.send("\r")  # the sandbox is the first choice
+        child.send("\x1b[B" * len(wizard.WAYS_IN) + "\r")  # the sandbox is the last choice: never by accident
         child.expect("Rehearse on")
         child.send("\x1b[B" * len(sandbox.built_apiservers()) + "\r")  # etcd only: the example log's sandbox
         child.expect("Which way out")

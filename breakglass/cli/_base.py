@@ -96,6 +96,10 @@ def _run(output: Output, verbose: bool, body: Callable[[], int]) -> None:
     try:
         code = body()
     except BreakglassError as e:
+        if e.exit_code == ExitCode.OK:  # an outcome that stops the command but is no failure (already applied)
+            _show(output, "Notice", {"status": e.kind, "message": str(e), "hint": e.hint},
+                  lambda: str(e) + (f"\n{e.hint}" if e.hint else ""))
+            raise typer.Exit(0) from None
         _emit_error(e.kind, str(e), int(e.exit_code), output, e.hint)
         code = int(e.exit_code)
     except KeyboardInterrupt:
@@ -191,7 +195,7 @@ def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, 
 
 def _confirm(question: str, yes: bool) -> None:
     """Ask before changing anything. Scripts pass --yes; without a terminal there is no asking."""
-    from breakglass.errors import Interrupted  # noqa: PLC0415
+    from breakglass.errors import Declined  # noqa: PLC0415
 
     if yes:
         return
@@ -199,7 +203,7 @@ def _confirm(question: str, yes: bool) -> None:
         raise BadInput("refusing to change anything without --yes: standard input is not a terminal")
     answer = input(f"{question} Type yes to go on: ").strip().lower()
     if answer != "yes":
-        raise Interrupted("aborted at the confirmation; nothing was changed")
+        raise Declined("declined at the confirmation; nothing was changed")
 
 
 _spin_state = [0]

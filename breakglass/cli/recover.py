@@ -184,9 +184,9 @@ def recover(
         if method is Method.kubeadm:
             return _recover_kubeadm()
         if method is Method.kubeapi:
-            remedy, steps = recovery.plan_kubeapi(kubeconfig, context, list(webhook_config or []),
-                                                  list(kind or []) or None, action.value, _split(webhook),
-                                                  timeout or 10.0)
+            remedy, steps = _plan_or_done(lambda: recovery.plan_kubeapi(
+                kubeconfig, context, list(webhook_config or []), list(kind or []) or None, action.value,
+                _split(webhook), timeout or 10.0))
             for note in remedy.notes:
                 print(f"note: {note}", file=sys.stderr)
             return _carry_out(remedy, steps, f"Apply {len(steps)} change(s) through the API?",
@@ -195,9 +195,25 @@ def recover(
         ssh_opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
         target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
                               etcd_via_ssh, ssh_opts)
-        remedy, steps = recovery.plan_etcd(target, list(webhook_config or []), list(kind or []) or None)
+        remedy, steps = _plan_or_done(lambda: recovery.plan_etcd(target, list(webhook_config or []),
+                                                                 list(kind or []) or None))
         return _carry_out(remedy, steps, f"Delete {len(steps)} key(s) from etcd?",
                           {"refs": list(webhook_config or [])}, snapshot_path=snapshot)
+
+    def _plan_or_done(plan):
+        """Plan; a name that is gone because an earlier run (applied, not reverted) removed it is not an error:
+        the change is already in place, as a second `recover --yes` in a script must learn."""
+        from breakglass import recovery  # noqa: PLC0415
+        from breakglass.errors import AlreadyApplied  # noqa: PLC0415
+
+        try:
+            return plan()
+        except BadInput:
+            done = recovery.applied_by(state_dir, method.value, list(webhook_config or []))
+            if done is None:
+                raise
+            raise AlreadyApplied(f"already applied by run {done.run} ({done.status}, not reverted): "
+                                 f"{'; '.join(done.steps)}", hint=f"`breakglass revert {done.run}` undoes it") from None
 
     def _wanted() -> list[str]:
         from breakglass import scripted  # noqa: PLC0415

@@ -207,18 +207,30 @@ def _vendor_note(cfg: AdmissionConfig, webhook: str | None) -> str | None:
 
 
 def _fix(cfg: AdmissionConfig, webhook: Webhook | None, kinds: list[BootstrapKind]) -> Fix:
+    return fix_for(cfg.resource, cfg.name, webhook.name if webhook else None, kinds,
+                   _vendor_note(cfg, webhook.name if webhook else None))
+
+
+def fix_for(resource: str, name: str, webhook: str | None, kinds: list[BootstrapKind] | None = None,
+            vendor_note: str | None = None) -> Fix:
+    """The matchConditions fix for one webhook of a configuration (``resource`` plural, as in its etcd key), or
+    for a policy's spec when ``webhook`` is None: a strategic-merge patch as YAML and as a kubectl command.
+    Shared by `audit` and the wizard's report, so both print the same valid patch."""
     import yaml  # noqa: PLC0415
 
-    conds = match_conditions_for(kinds)
+    conds = match_conditions_for(kinds if kinds is not None else kinds_for(None))
     if webhook is not None:
-        patch = {"webhooks": [{"name": webhook.name, "matchConditions": conds}]}
+        patch = {"webhooks": [{"name": webhook, "matchConditions": conds}]}
     else:
         patch = {"spec": {"matchConditions": conds}}
     body = json.dumps(patch, separators=(",", ":"))
-    resource = cfg.resource[:-1]  # kubectl takes the singular
-    command = f"kubectl patch {resource} {cfg.name} --type=strategic -p {shlex.quote(body)}"
+    command = f"kubectl patch {resource[:-1]} {name} --type=strategic -p {shlex.quote(body)}"  # kubectl: singular
+    if vendor_note is None and webhook is not None:
+        hint = vendors.hint_for(webhook) or vendors.hint_for_configuration(name, {})
+        vendor_note = hint and f"{hint.vendor} manages this configuration and will overwrite a direct patch: " \
+                               f"{hint.managed_note}"
     return Fix(match_conditions=conds, patch_yaml=yaml.safe_dump(patch, sort_keys=False, width=100),
-               command=command, vendor_note=_vendor_note(cfg, webhook.name if webhook else None))
+               command=command, vendor_note=vendor_note)
 
 
 # -- rules --------------------------------------------------------------------------------------
