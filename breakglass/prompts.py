@@ -38,7 +38,7 @@ def wrap(text: str, columns: int | None = None) -> str:
     out = []
     for line in text.splitlines() or [""]:
         stripped = line.lstrip()
-        if len(line) <= columns or stripped[:1] in ("+", "-", "@", "$", "#", "{", "[") or "  $ " in line:
+        if len(line) <= columns or stripped[:1] in ("+", "-", "@", "$", "#") or "  $ " in line:
             out.append(line)
             continue
         indent = line[:len(line) - len(stripped)]
@@ -103,7 +103,8 @@ class QuestionaryPrompter:
         cols = width()
         qs = [self.q.Choice(fit(c.title, cols, 4 + len(f" ({c.disabled})") if c.disabled else 4),
                             value=c.value, disabled=fit(c.disabled, 40, 0) if c.disabled else None,
-                            description=wrap(c.description, cols - 2) if c.description else None)
+                            # questionary prints "  Description: " before it, and cuts what passes the edge
+                            description=wrap(c.description, cols - 17) if c.description else None)
               for c in choices]
         default = next(q for q, c in zip(qs, choices) if c.disabled is None)
         return self._ask(self.q.select(self._m(message), choices=qs, default=default))

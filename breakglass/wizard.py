@@ -69,7 +69,7 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
             if p.confirm("Try another way in?", True):
                 continue
             raise Declined("no way out could be used; nothing was changed")
-        method = p.select("Which way out? (least invasive first; the cost is shown below the list)",
+        method = p.select("Which way out? (least invasive first)",
                           [Choice(o.method, f"{o.method}: {o.summary}", _short(o.reason) if not o.available else None,
                                   f"Cost: {o.tradeoff}" + (f" Unavailable: {o.reason}" if not o.available else ""))
                            for o in opts])
@@ -105,7 +105,8 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
         p.say(fix)
         record.append("permanent-fix", text=fix)
     # 5. revert
-    if p.confirm("Revert the temporary change now? Only once the webhook's backend is healthy.", False):
+    p.say("Revert only once the webhook's backend is healthy again.")
+    if p.confirm("Revert the temporary change now?", False):
         _revert(p, res.run, state, access)
     else:
         p.say(f"When the webhook is healthy: breakglass revert {res.run}")
@@ -180,8 +181,8 @@ def _readable(text: str) -> str | None:
 def _diagnose(p: Prompter):
     targets: list[dict] = []
     plugins = list(WEBHOOK_PLUGINS)
-    logs = p.text("kube-apiserver logs to diagnose (files, a directory, .gz, globs; empty to skip):",
-                  validate=_readable).strip()
+    p.say("Which kube-apiserver logs? Files, a directory, .gz or globs; Enter alone skips the diagnosis.")
+    logs = p.text("Logs to diagnose:", validate=_readable).strip()
     if not logs:
         return None, targets, plugins
     from breakglass.diagnose.engine import diagnose_paths  # noqa: PLC0415
@@ -247,13 +248,13 @@ def _access(p: Prompter, state: str | None, timeout: float, typed: Typed) -> pla
             else:
                 a.manifest = sb.apiserver["manifest"]
     elif how == "etcd":
-        eps = _ask(p, typed, "etcd_endpoints", "etcd endpoints (comma-separated):",
+        eps = _ask(p, typed, "etcd_endpoints", "etcd endpoints (a,b,c):",
                    os.environ.get("ETCDCTL_ENDPOINTS", "https://127.0.0.1:2379"))
-        ca = _ask(p, typed, "etcd_ca", "etcd CA file (empty for none):", os.environ.get("ETCDCTL_CACERT", ""),
+        ca = _ask(p, typed, "etcd_ca", "etcd CA file (empty: none):", os.environ.get("ETCDCTL_CACERT", ""),
                   _file_or_empty)
-        cert = _ask(p, typed, "etcd_cert", "etcd client certificate (empty for none):",
+        cert = _ask(p, typed, "etcd_cert", "etcd client cert (empty: none):",
                     os.environ.get("ETCDCTL_CERT", ""), _file_or_empty)
-        key = _ask(p, typed, "etcd_key", "etcd client key (empty for none):", os.environ.get("ETCDCTL_KEY", ""),
+        key = _ask(p, typed, "etcd_key", "etcd client key (empty: none):", os.environ.get("ETCDCTL_KEY", ""),
                    _file_or_empty)
         try:
             a.etcd = recovery.EtcdTarget(EtcdSettings.resolve(eps, ca or None, cert or None, key or None, timeout))
@@ -275,27 +276,28 @@ def _access(p: Prompter, state: str | None, timeout: float, typed: Typed) -> pla
         contexts, nodes, endpoints = _talosconfig(cfg)
         context = p.select("talosconfig context:", [Choice(c, c) for c in contexts]) if len(contexts) > 1 else (
             contexts[0] if contexts else "")
-        a.talos_nodes = _split(_ask(p, typed, "talos_nodes", "control-plane nodes (comma-separated):",
+        a.talos_nodes = _split(_ask(p, typed, "talos_nodes", "Control-plane nodes (a,b,c):",
                                     ",".join(nodes.get(context, [])), _nonempty))
-        eps = _ask(p, typed, "talos_endpoints", "Talos API endpoints (empty: the context's):",
+        eps = _ask(p, typed, "talos_endpoints", "Talos endpoints (empty: context's):",
                    ",".join(endpoints.get(context, [])))
         talosctl = _ask(p, typed, "talosctl", "talosctl binary:", "talosctl", _on_path)
         a.talos = Talos(talosctl=talosctl, talosconfig=os.path.expanduser(cfg) if cfg else None,
                         context=context or None, endpoints=_split(eps))
         a.readyz_urls = list(a.talos_nodes)
     elif how == "talos-file":
-        a.talos_files = _paths(_ask(p, typed, "talos_files", "machine-config file(s) of the control-plane nodes:",
+        a.talos_files = _paths(_ask(p, typed, "talos_files", "Control-plane machine config(s):",
                                     "", _readable_required))
     elif how == "ssh":
         from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
 
-        hosts = _split(_ask(p, typed, "ssh_hosts", "control-plane hosts (comma-separated, as in ~/.ssh/config):",
+        hosts = _split(_ask(p, typed, "ssh_hosts", "Control-plane hosts (a,b,c):",
                             "", _nonempty))
-        user = _ask(p, typed, "ssh_user", "SSH user (empty: ~/.ssh/config, else $USER):", "")
-        key = _ask(p, typed, "ssh_key", "SSH private key (empty: IdentityFile, agent):", "", _file_or_empty)
-        port = _ask(p, typed, "ssh_port", "SSH port (empty: ~/.ssh/config, else 22):", "", _port_or_empty)
-        accept = p.confirm("Accept and record unknown host keys (as OpenSSH accept-new)? Changed keys are always "
-                           "refused.", False)
+        user = _ask(p, typed, "ssh_user", "SSH user (empty: default):", "")
+        key = _ask(p, typed, "ssh_key", "SSH key (empty: default):", "", _file_or_empty)
+        port = _ask(p, typed, "ssh_port", "SSH port (empty: default):", "", _port_or_empty)
+        p.say("SSH defaults come from ~/.ssh/config (IdentityFile, agent, User, Port), else $USER and 22. A "
+              "host key that changed is always refused.")
+        accept = p.confirm("Accept and record unknown host keys?", False)
         opts = SshOptions(user=user or None, key=os.path.expanduser(key) if key else None,
                           port=int(port) if port else None, accept_new=accept, timeout=timeout)
         a.ssh_nodes = {h: Node(h, opts) for h in hosts}
@@ -316,7 +318,7 @@ def _rehearsal_binary(p: Prompter) -> str:
                 Choice("other", "another kube-apiserver binary (a release tarball's, or one taken from the image)")]
     pick = p.select("Rehearse on:", choices)
     if pick == "other":
-        pick = os.path.expanduser(p.text("Path to the kube-apiserver binary:", validate=_executable).strip())
+        pick = os.path.expanduser(p.text("kube-apiserver binary:", validate=_executable).strip())
     return pick
 
 
@@ -365,8 +367,8 @@ def _port_or_empty(text: str) -> str | None:
 
 
 def _optional_url(p: Prompter, typed: Typed, default: str = "") -> list[str]:
-    url = _ask(p, typed, "readyz", "apiserver to watch for /readyz afterwards (URL or host; empty to skip):",
-               default)
+    p.say("Which apiserver should breakglass watch for /readyz afterwards? A URL or host; Enter alone skips.")
+    url = _ask(p, typed, "readyz", "Apiserver to watch:", default)
     return [url] if url else []
 
 
@@ -487,7 +489,8 @@ def _confirm_typed(p: Prompter, word: str) -> None:
             return None
         return f"that is not {word!r}; type it exactly, or press Enter to change nothing"
 
-    if p.text(f"Type {word} to apply this change (Enter alone: change nothing):", validate=check).strip() != word:
+    p.say(f"Type {word} to apply this change; Enter alone changes nothing.")
+    if p.text(f"Type {word} to apply:", validate=check).strip() != word:
         raise Declined("declined at the confirmation; nothing was changed")
 
 
@@ -524,8 +527,8 @@ def _leaks(p: Prompter) -> bool:
     from breakglass.leaks.audit import scan  # noqa: PLC0415
 
     p.say("Nothing is stuck: webhooks failed open, so requests they should have checked got in.")
-    path = p.text("Audit log to list them from (file, directory, .gz, gcloud JSON, globs; empty to skip):",
-                  validate=_readable).strip()
+    p.say("Which audit log lists them? A file, directory, .gz, gcloud JSON or globs; Enter alone skips.")
+    path = p.text("Audit log:", validate=_readable).strip()
     if path:
         try:
             rep = scan(_paths(path))
@@ -534,7 +537,7 @@ def _leaks(p: Prompter) -> bool:
                   "and fix the webhook's reachability.")
         except BadInput as e:
             p.say(f"Could not read the audit log: {e}")
-    return p.confirm("Go on to the ways of getting a webhook out of the path anyway?", False)
+    return p.confirm("Look for a way out anyway?", False)
 
 
 def _check_backends(p: Prompter, a: planner.Access, services: list[str]) -> None:

@@ -370,3 +370,35 @@ def test_an_apiserver_that_dies_at_start_is_one_line_with_its_log_and_leaves_not
     assert b"command failed" in open(f"{d}/kube-apiserver.log", "rb").read()
     assert not _cmdline_has_any(d)
     assert run_cli("sandbox", "down", "--dir", d).returncode == 0 and not os.path.exists(d)
+
+
+def test_talos_config_file_makes_the_real_apiserver_ready_and_revert_is_byte_identical(tmp_path):
+    """The machine config as Talos' own generator wrote it (comments, talosctl's mixed indentation), edited
+    as text: the Talos stand-in restarts the real apiserver with the flag, and revert gives back every byte."""
+    from tests.conftest import run_cli
+    from tests.real_control_plane import built, require
+
+    _, binary = binary_for("1.34")
+    require(built("talos-machinery")[-1][1])
+    d = str(tmp_path / "talos-sandbox")
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
+    p = run_cli("sandbox", "up", "--dir", d, "--apiserver", binary, "--node", "talos", "-o", "json", env=env,
+                timeout=400)
+    assert p.returncode == 0, p.stderr.decode()
+    api = json.loads(p.stdout)["result"]["apiserver"]
+    try:
+        cfg = api["node_config"]
+        before = open(cfg, "rb").read()
+        p = run_cli("recover", "--method", "talos", "--config-file", cfg, "--yes", "-o", "json", env=env)
+        assert p.returncode == 0, p.stderr.decode() + p.stdout.decode()
+        after = open(cfg, "rb").read().decode().splitlines()
+        added = [ln for ln in after if ln not in before.decode().splitlines()]
+        assert added == ["extraArgs:", "    disable-admission-plugins: ValidatingAdmissionWebhook,MutatingAdmissionWebhook"]
+        _wait_for(lambda: json.loads(run_cli("sandbox", "status", "--dir", d, "-o", "json").stdout)[
+            "result"]["apiserver"]["ready"], 120)
+        assert run_cli("sandbox", "backend", "start", "--dir", d).returncode == 0
+        p = run_cli("revert", "--yes", "-o", "json", env=env)
+        assert p.returncode == 0, p.stderr.decode() + p.stdout.decode()
+        assert open(cfg, "rb").read() == before
+    finally:
+        run_cli("sandbox", "down", "--dir", d)

@@ -108,7 +108,7 @@ def test_the_real_wizard_in_a_pseudo_terminal(state):
     child = pexpect.spawn(sys.executable, ["-m", "breakglass", "wizard"], cwd=ROOT, env=env, timeout=60,
                           encoding="utf-8", dimensions=(50, 200))
     try:
-        child.expect("logs to diagnose")
+        child.expect("Logs to diagnose")
         child.sendline(LOG)
         child.expect("How can you reach the cluster")
         child.send("\x1b[B" * len(wizard.WAYS_IN) + "\r")  # the sandbox is the last choice: never by accident
