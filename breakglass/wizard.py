@@ -89,6 +89,8 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
     for note in getattr(remedy, "notes", []):
         p.say(f"note: {note}")
     _confirm_typed(p, confirm_word)
+    if hasattr(remedy, "on_wait"):
+        remedy.on_wait = p.progress
     res = recovery.execute(remedy, steps, state, {"wizard": True, "method": method, "refs": refs})
     record = recovery.journal.Run.open(res.run, state)
     if diag is not None:
@@ -455,13 +457,23 @@ def _plan(p: Prompter, method: str, a: planner.Access, targets: list[dict], plug
     if method in ("etcd", "kubeapi"):
         targets[:] = _pick_configurations(p, a, method, targets)  # the lasting fix names what was chosen
         refs = list(dict.fromkeys(f"{t['kind']}/{t['configuration']}" for t in targets))
-        if method == "etcd":
-            remedy, steps = recovery.plan_etcd(a.etcd, refs)
-        else:
-            action = p.select("Which change?", [Choice("ignore", "failurePolicy Ignore (least invasive)"),
-                                                Choice("exclude", "add matchConditions that skip bootstrap objects"),
-                                                Choice("delete", "delete the configuration")])
-            remedy, steps = recovery.plan_kubeapi(a.kubeconfig, a.context, refs, None, action, [])
+        action = "" if method == "etcd" else p.select("Which change?", [
+            Choice("ignore", "failurePolicy Ignore (least invasive)"),
+            Choice("exclude", "add matchConditions that skip bootstrap objects"),
+            Choice("delete", "delete the configuration")])
+
+        def plan(refs):
+            if method == "etcd":
+                return recovery.plan_etcd(a.etcd, refs)
+            return recovery.plan_kubeapi(a.kubeconfig, a.context, refs, None, action, [])
+
+        try:
+            remedy, steps = plan(refs)
+        except BadInput as e:  # the log named it by convention, and it is not there: choose from what is
+            p.say(f"{e}")
+            targets[:] = _pick_configurations(p, a, method, [])
+            refs = list(dict.fromkeys(f"{t['kind']}/{t['configuration']}" for t in targets))
+            remedy, steps = plan(refs)
         return remedy, steps, ",".join(r.split("/", 1)[-1] for r in refs), refs
     if method == "talos":
         if a.talos_files:

@@ -215,6 +215,12 @@ def recover(
             raise AlreadyApplied(f"already applied by run {done.run} ({done.status}, not reverted): "
                                  f"{'; '.join(done.steps)}", hint=f"`breakglass revert {done.run}` undoes it") from None
 
+    def _spin_line(text: str) -> None:
+        from breakglass.prompts import SPIN  # noqa: PLC0415
+
+        _spin_line.n = getattr(_spin_line, "n", 0) + 1
+        print(f"\r\033[K{SPIN[_spin_line.n % 4]} {text}"[:200], end="", file=sys.stderr, flush=True)
+
     def _wanted() -> list[str]:
         from breakglass import scripted  # noqa: PLC0415
         from breakglass.remedies.admission_flags import WEBHOOK_PLUGINS  # noqa: PLC0415
@@ -241,6 +247,8 @@ def recover(
         res = recovery.execute(remedy, steps, state_dir, meta, snapshot_path, progress)
         if progress:
             print(file=sys.stderr)
+        if getattr(remedy, "on_wait", None):
+            print("\r\033[K", end="", file=sys.stderr, flush=True)  # the kubelet spinner's line
         res.readiness = ready() if ready else (_wait_ready(list(wait_hosts)) if wait and wait_hosts else [])
         _show(output, "RecoverResult", res, lambda: _render().run_result(res))
         return 0
@@ -296,6 +304,8 @@ def recover(
             nodes, path = _ssh_nodes(hosts, opts), manifest_path
         remedy, steps = recovery.plan_kubeadm(nodes, path, wanted, verify_timeout, local=bool(manifest),
                                               backup_dir=node_backup_dir)
+        if sys.stderr.isatty() and output is Output.text:
+            remedy.on_wait = _spin_line
         return _carry_out(remedy, steps,
                           f"Edit {len(steps)} manifest(s)? Every {', '.join(wanted)} stays off until you revert.",
                           {"hosts": hosts or ["localhost"], "plugins": wanted}, apiserver or hosts)

@@ -148,6 +148,7 @@ class KubeadmFlags:
         self.backup_dir = backup_dir
         self.plugins = list(plugins)
         self.verify_timeout = verify_timeout
+        self.on_wait = None  # called with one line while verify waits for kubelet (a spinner on a terminal)
         self.local = local
         self.skipped: list[str] = []
 
@@ -225,6 +226,9 @@ class KubeadmFlags:
             if time.monotonic() >= deadline:
                 return (f"manifest written, but no kube-apiserver process with {flag} within "
                         f"{self.verify_timeout:g}s (kubelet may still be restarting it)")
+            if self.on_wait:
+                self.on_wait(f"{int(deadline - time.monotonic())}s left: waiting for kubelet to restart "
+                             f"kube-apiserver with {flag} on {step.data['host']}")
             time.sleep(2)
 
     def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
