@@ -197,3 +197,48 @@ def test_choices_fit_the_terminal_and_prose_wraps_at_words(state, columns):
         if a and b and len(a) == columns and a[-1].isalpha() and b[:1].isalpha():
             joined = re.search(r"[A-Za-z]+$", a).group() + re.match(r"[A-Za-z]+", b).group()
             assert joined not in words, (a, b)
+
+
+@pytest.mark.parametrize("node", ["kubeadm", "talos"])
+def test_local_manifest_and_talos_file_ways_in_ready_the_real_apiserver(state, node):
+    """The two ways in through a file on this machine, on the real deadlocked apiserver of the sandbox: the
+    spinner with the time left, /readyz after the change, and the revert once the backend is back."""
+    from tests.real_control_plane import binary_for, built, require
+
+    _, binary = binary_for("1.34")
+    if node == "talos":
+        require(built("talos-machinery")[-1][1])
+    d = sandbox.default_dir(state)
+    sb = sandbox.up(d, apiserver=binary, node=node)
+    w = Wizard(state)
+    w.expect("Logs to diagnose")
+    w.answer(sb.apiserver["log"])
+    w.expect("BOOTSTRAP DEADLOCK")
+    w.way_in("manifest" if node == "kubeadm" else "talos-file")
+    if node == "kubeadm":
+        w.expect("kube-apiserver manifest:")
+        w.answer(sb.apiserver["manifest"], erase=True)
+        w.expect("Apiserver to watch")
+        w.answer(sb.apiserver["url"], erase=True)
+    else:
+        w.expect("machine config")
+        w.answer(sb.apiserver["node_config"], erase=True)
+    w.expect("Which way out")
+    w.child.send("\r")  # the first usable: the flag in the file
+    w.expect(r"Type (\S+) to apply:")
+    w.answer(w.child.match.group(1))
+    if node == "kubeadm":
+        w.expect(r"s left: ")  # the spinner, with the time left
+        w.expect(r"readyz\?verbose: ready")
+    assert sandbox.backend(d, True)["running"]
+    w.expect("Revert the temporary change now")
+    w.child.send("y")
+    w.expect("revert of run")
+    w.expect("Report for the postmortem")
+    assert w.end() == 0
+    import time
+
+    deadline = time.monotonic() + 90
+    while not sandbox.status(d)["apiserver"]["ready"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
