@@ -72,3 +72,17 @@ def test_a_corrupt_state_file_reads_as_not_running(tmp_path):
 def test_unwritable_place_is_bad_input():
     p = run_cli("sandbox", "up", "--dir", "/proc/breakglass-sandbox")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_asking_for_another_sandbox_where_one_runs_is_refused_not_ignored(tmp_path):
+    d = str(tmp_path / "sb")
+    assert run_cli("sandbox", "up", "--dir", d).returncode == 0
+    try:
+        fake = tmp_path / "kube-apiserver"
+        fake.write_text('#!/bin/sh\necho "Kubernetes v1.34.4"\n')
+        fake.chmod(0o755)
+        p = run_cli("sandbox", "up", "--dir", d, "--apiserver", str(fake))
+        assert p.returncode == 2 and b"already runs" in p.stderr and b"etcd only" in p.stderr, p.stderr
+        assert run_cli("sandbox", "up", "--dir", d).returncode == 0  # the same one again: fine
+    finally:
+        run_cli("sandbox", "down", "--dir", d)

@@ -201,7 +201,14 @@ def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = N
        say=lambda _m: None, node: str = "kubeadm") -> Sandbox:
     existing = load(directory)
     if existing and _alive(existing.pid, directory):
-        return existing
+        have = existing.apiserver or {}
+        wanted = {"binary": os.path.abspath(apiserver), "scenario": scenario, "node": node} if apiserver else {}
+        if any(have.get(k) != v for k, v in wanted.items()):
+            what = (f"kube-apiserver {have['version']} ({have['scenario']}, {have['node']} node)" if have
+                    else "etcd only")
+            raise BadInput(f"a sandbox already runs in {directory} ({what}), not the one asked for",
+                           hint="`breakglass sandbox down` first, or --dir for another one")
+        return existing  # idempotent: the same sandbox, asked for again
     if apiserver is not None:
         from breakglass.sandbox.apiserver import version  # noqa: PLC0415
 
