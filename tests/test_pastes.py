@@ -1,0 +1,129 @@
+"""Real excerpts pasted into public issue trackers (tests/fixtures/pastes), read by `diagnose`.
+
+Each excerpt was copied byte for byte from the thread named in expected.yaml: kubectl and Helm output, controller
+and webhook-pod logs, syslog and journald lines, Markdown quoting, YAML-wrapped status messages. expected.yaml says
+what diagnose should find (webhook, cause class, mode, configuration, severity, deadlock, verdict) or `none` for
+excerpts that mention webhooks but hold no failure: there every finding is a false alarm.
+
+Recall: expected findings found with the right webhook and cause class (or the right family when no webhook is
+expected). False alarms: findings no expectation accounts for. An excerpt passes when every expectation matches in
+all its fields, nothing else is found and the verdict is the one expected; every excerpt not marked `known_miss`
+must pass.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import pytest
+import yaml
+
+from tests.conftest import diagnose_text
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "pastes")
+_FIELDS = ("cause_class", "mode", "severity", "configuration", "bootstrap_deadlock")
+
+
+def load() -> dict:
+    with open(os.path.join(HERE, "expected.yaml"), encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+@dataclass
+class Outcome:
+    name: str
+    expected: int = 0  # expectations (findings that should be there)
+    recalled: int = 0  # of those, found with the right webhook and cause class (or family)
+    false_alarms: int = 0  # findings no expectation accounts for
+    problems: list[str] = field(default_factory=list)
+    known_miss: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def _matches(item: dict, f) -> bool:
+    if item.get("webhook") is None:
+        return f.webhook is None and f.family == item.get("family")
+    return f.webhook == item["webhook"]
+
+
+def evaluate(name: str, spec: dict) -> Outcome:
+    with open(os.path.join(HERE, name + ".txt"), "rb") as fh:
+        data = fh.read()
+    diag = diagnose_text(data, name=name + ".txt")
+    out = Outcome(name, known_miss=spec.get("known_miss"))
+    items = [] if spec["expect"] == "none" else spec["expect"]
+    out.expected = len(items)
+    used: set[int] = set()
+    for item in items:
+        cands = [f for f in diag.findings if id(f) not in used and _matches(item, f)]
+        if not cands:
+            out.problems.append(f"missing {item}")
+            continue
+        f = next((c for c in cands if all(getattr(c, k) == item[k] for k in _FIELDS if k in item)), cands[0])
+        used.add(id(f))
+        if item.get("webhook") is None or f.cause_class == item.get("cause_class"):
+            out.recalled += 1
+        wrong = {k: (getattr(f, k), item[k]) for k in _FIELDS if k in item and getattr(f, k) != item[k]}
+        if wrong:
+            out.problems.append(f"{item.get('webhook') or item.get('family')}: (got, want) {wrong}")
+    for f in diag.findings:
+        if id(f) not in used:
+            out.false_alarms += 1
+            out.problems.append(f"false alarm: {f.family} {f.webhook!r} {f.cause_class} {f.title}")
+    if spec.get("verdict") and diag.verdict.state != spec["verdict"]:
+        out.problems.append(f"verdict {diag.verdict.state}, want {spec['verdict']}")
+    if spec["expect"] == "none" and diag.verdict.state != "clear":
+        out.problems.append(f"verdict {diag.verdict.state}, want clear")
+    return out
+
+
+def evaluate_all() -> list[Outcome]:
+    return [evaluate(name, spec) for name, spec in load().items()]
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    exp = sum(o.expected for o in outcomes)
+    rec = sum(o.recalled for o in outcomes)
+    fa = sum(o.false_alarms for o in outcomes)
+    decoys = [o for o in outcomes if o.expected == 0]
+    fa_decoys = sum(1 for o in decoys if o.false_alarms)
+    passed = sum(1 for o in outcomes if o.passed)
+    return (f"{len(outcomes)} excerpts ({len(decoys)} without a failure): recall {rec}/{exp} "
+            f"({100.0 * rec / max(exp, 1):.1f}%), false alarms {fa} (in {fa_decoys}/{len(decoys)} excerpts without a "
+            f"failure), {passed}/{len(outcomes)} excerpts read entirely right, "
+            f"{sum(1 for o in outcomes if o.known_miss)} known misses")
+
+
+_SPECS = load()
+
+
+@pytest.mark.parametrize("name", sorted(_SPECS))
+def test_paste(name):
+    spec = _SPECS[name]
+    out = evaluate(name, spec)
+    if spec.get("known_miss"):
+        if out.passed:
+            pytest.fail(f"{name} is marked known_miss ({spec['known_miss']}) but now reads right: drop the mark")
+        pytest.xfail(spec["known_miss"])
+    assert out.passed, "\n".join(out.problems)
+
+
+def test_every_fixture_has_an_expectation_and_a_source():
+    files = {f[:-4] for f in os.listdir(HERE) if f.endswith(".txt")}
+    assert files == set(_SPECS)
+    assert len(files) >= 60
+    for name, spec in _SPECS.items():
+        assert spec["source"].startswith("https://github.com/"), name
+        assert spec["expect"] == "none" or spec["expect"], name
+    assert sum(1 for s in _SPECS.values() if s["expect"] == "none") >= 15  # decoys measure false alarms
+
+
+def test_numbers(capsys):
+    outcomes = evaluate_all()
+    with capsys.disabled():
+        print("\npastes: " + summary(outcomes))
+    assert all(o.passed for o in outcomes if not o.known_miss)
