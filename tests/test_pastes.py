@@ -127,3 +127,49 @@ def test_numbers(capsys):
     with capsys.disabled():
         print("\npastes: " + summary(outcomes))
     assert all(o.passed for o in outcomes if not o.known_miss)
+
+
+# --- the misreads issue 16 lists, each on the smallest text that shows it ---------------------------------------
+
+def _calls(text: str):
+    return [(f.webhook, f.cause_class) for f in diagnose_text(text).findings if f.webhook]
+
+
+_LONG_ERR = ('failed calling webhook "validate.kyverno.svc-fail": failed to call webhook: Post "https://kyverno-svc.kyverno.svc:443/'
+             'validate/fail?timeout=10s&' + "x" * 420 + '": dial tcp 10.96.0.50:443: connect: connection refused')
+
+
+@pytest.mark.parametrize("prefix", ["master1 kube-controller-manager: ", "master1 kube-apiserver[812]: ",
+                                    "02:19:14      --- FAIL: TestX (0.01s) require.go:794: "])
+def test_a_record_behind_an_unknown_prefix_keeps_its_whole_message(prefix):
+    line = prefix + "E0405 10:11:12.123456       1 dispatcher.go:214] " + _LONG_ERR
+    assert _calls(line + "\n") == [("validate.kyverno.svc-fail", "unreachable")]
+    from breakglass.logs import formats
+    rec = formats.parse_record(line, "f", 1, 1, 2026)
+    assert rec.level == "E" and rec.message.endswith("connection refused") and rec.caller == "dispatcher.go:214"
+
+
+def test_two_webhooks_on_consecutive_unrecognised_lines_stay_two():
+    a = ('Internal error occurred: failed calling webhook "a.example.com": failed to call webhook: Post '
+         '"https://a.a.svc:443/x?timeout=10s": dial tcp 10.0.0.1:443: connect: connection refused')
+    b = ('Internal error occurred: failed calling webhook "b.example.com": failed to call webhook: Post '
+         '"https://b.b.svc:443/x?timeout=10s": context deadline exceeded')
+    assert sorted(_calls(a + "\n" + b + "\n")) == [("a.example.com", "unreachable"), ("b.example.com", "timeout")]
+
+
+def test_a_webhook_pods_own_log_line_does_not_change_the_apiserver_lines_cause():
+    text = ('E1018 20:26:55.990926       1 dispatcher.go:192] failed calling webhook "validation.gatekeeper.sh": failed '
+            'to call webhook: Post "https://gatekeeper-webhook-service.cattle-gatekeeper-system.svc:443/v1/admit?timeout=3s": '
+            'context deadline exceeded\n'
+            '2023/10/18 20:28:36 http: TLS handshake error from 10.1.1.12:51786: remote error: tls: bad certificate\n')
+    assert _calls(text) == [("validation.gatekeeper.sh", "timeout")]
+
+
+def test_markdown_auto_links_are_not_the_webhooks_name():
+    text = ('Error from server (InternalError): error when creating "x.yaml": Internal error occurred: failed calling '
+            'webhook "[vmagent.example.com](http://vmagent.example.com/)": failed to call webhook: Post '
+            '"[https://vm.vm.svc:443/validate?timeout=10s](https://vm.vm.svc/validate?timeout=10s)": '
+            'dial tcp 10.1.2.3:443: connect: connection refused\n')
+    [f] = diagnose_text(text).findings
+    assert (f.webhook, f.cause_class, f.url) == ("vmagent.example.com", "unreachable",
+                                                 "https://vm.vm.svc:443/validate?timeout=10s")

@@ -43,15 +43,14 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
     for src in srcs:
         counted = _Counting(sources.read_chunks(src), src.name, opts.progress)
         try:
-            for raw in scanner.records(counted):
+            for text, line, end_line in _records(scanner.records(counted)):
                 candidates += 1
-                if not gate(raw.text):
+                if not gate(text):
                     continue
-                rec = formats.parse_record(raw.text.decode("utf-8", "replace"), src.name, raw.line,
-                                           raw.end_line, year)
-                evs = signatures.classify(rec)
-                if evs:
-                    corr.feed(evs)
+                for rec in _parse(text, src.name, line, end_line, year):
+                    evs = signatures.classify(rec)
+                    if evs:
+                        corr.feed(evs)
         except BadInput as e:
             if not src.lenient:
                 raise
@@ -65,6 +64,56 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
                       candidates=candidates, matched=corr.matched, engine=scanner.engine,
                       seconds=round(time.perf_counter() - t0, 3))
     return Diagnosis(verdict=verdict, findings=found, remedies=remedies.options(found), stats=stats)
+
+
+def _first_line(b: bytes) -> bytes:
+    nl = b.find(b"\n")
+    return b if nl < 0 else b[:nl]
+
+
+def _last_lines(b: bytes) -> tuple[bytes, bytes | None]:
+    """The last physical line of ``b`` and the one above it (None when there is none)."""
+    nl = b.rfind(b"\n")
+    if nl < 0:
+        return b, None
+    return b[nl + 1:], b[b.rfind(b"\n", 0, nl) + 1:nl]
+
+
+def _records(raws) -> Iterable[tuple[bytes, int, int]]:
+    """The scanner's candidates, with adjacent ones joined when the lower one continues the upper one.
+
+    The scanner cuts a record around each hit and widens it only over lines after a long one; a paste wrapped
+    at a short width (a YAML status message, a folded block) leaves a record's pieces in neighbouring
+    candidates. ``formats.continues`` decides, on positive evidence only, as it does inside a candidate.
+    """
+    pending: tuple[bytes, int, int] | None = None
+    for raw in raws:
+        if pending is not None and raw.line == pending[2] + 1:
+            last, above = _last_lines(pending[0])
+            if formats.continues(last.decode("utf-8", "replace"), _first_line(raw.text).decode("utf-8", "replace"),
+                                 above.decode("utf-8", "replace") if above is not None else None):
+                pending = (pending[0] + b"\n" + raw.text, pending[1], raw.end_line)
+                continue
+        if pending is not None:
+            yield pending
+        pending = (raw.text, raw.line, raw.end_line)
+    if pending is not None:
+        yield pending
+
+
+def _parse(text: bytes, source: str, line: int, end_line: int, year: int) -> list:
+    """The records one candidate holds: its physical lines split where nothing shows they were wrapped."""
+    s = text.decode("utf-8", "replace")
+    if "\n" not in s:
+        return [formats.parse_record(s, source, line, end_line, year)]
+    lines = s.split("\n")
+    out = []
+    for a, b in formats.split_lines(s):
+        part = "\n".join(lines[a:b + 1])
+        if not part.strip():
+            continue
+        out.append(formats.parse_record(part, source, line + a, min(line + b, end_line), year))
+    return out
 
 
 class _Counting:

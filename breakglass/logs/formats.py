@@ -35,6 +35,11 @@ _SYSLOG = re.compile(r"^(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<time>\d\d:\
 _SYSLOG_ISO = re.compile(r"^(?P<ts>" + _ISO + r") (?P<host>\S+) (?P<ident>[^\s:\[]+)(?:\[\d+\])?: (?P<msg>.*)$")
 _KLOG = re.compile(r"(?P<level>[IWEF])(?P<month>\d\d)(?P<day>\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) +"
                    r"(?P<pid>\d+) (?P<caller>[^\s\]]+)\] ?(?P<msg>.*)$", re.S)
+# The same header anywhere in a line's first columns, behind a prefix nothing above recognises
+# (`master1 kube-controller-manager: I0405 …`, a syslog line without its timestamp, a test runner's columns).
+_KLOG_HEAD = re.compile(r"(?P<level>[IWEF])(?P<month>\d\d)(?P<day>\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) +"
+                        r"(?P<pid>\d+) (?P<caller>[^\s\]]+)\] ?")
+PREFIX_COLUMNS = 400  # how far into a line a klog header may start
 _JOURNAL_EXPORT = re.compile(r"^(?:MESSAGE|__REALTIME_TIMESTAMP|_HOSTNAME)=")
 _CRI_PARTIAL = re.compile(r"^(?:\S+: )?\d{4}-\d\d-\d\dT\S+ (?:stdout|stderr) P(?: |$)")
 
@@ -46,6 +51,10 @@ RECORD_START = re.compile(
 
 WRAP_MIN = 60  # a line shorter than this was not wrapped by a terminal or ticket system
 
+# A Markdown link whose text has no spaces: GitHub turns every host name in a pasted log into one
+# (`"[vmagent.example.com](http://vmagent.example.com/)"`); the text is what was pasted.
+_MD_LINK = re.compile(r"\[(?P<text>[^\]\s\[]+)\]\((?:https?|mailto):[^)\s]*\)")
+
 _CURLY = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
                         "\u00ab": '"', "\u00bb": '"', "\u2018": "'", "\u2019": "'"})
 
@@ -53,6 +62,8 @@ _CURLY = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '
 def normalise(text: str) -> str:
     """Fold the quoting variants copies of log lines pick up into plain double quotes."""
     text = text.translate(_CURLY)
+    if "](" in text:
+        text = _MD_LINK.sub(r"\g<text>", text)
     for _ in range(4):  # \" , \\\" , … : structured klog inside JSON inside a ticket
         if '\\"' not in text:
             break
@@ -68,6 +79,79 @@ def is_cri_partial(line: str) -> bool:
 
 def starts_record(line: str) -> bool:
     return bool(RECORD_START.match(line))
+
+
+# What a wrapped continuation may begin with: a lower-case letter or punctuation that cannot start a log line
+# (a closing quote, a path, the rest of an address). A line beginning with a capital or a digit starts anew unless
+# something else shows the line before it was cut.
+_CONT_HEAD = re.compile(r"[a-z\"'/:.,;)\]}_=?&%\u201d\u2019-]")
+# Line starts that are records of their own although RECORD_START does not know them: Go's log package
+# (`2023/10/18 20:28:36 http: TLS handshake error …`), a bare time (`02:19:14 …`), kubectl's event ages
+# (`4m52s   Warning …`), Python's traceback header.
+_OWN_START = re.compile(r"\d{4}/\d\d/\d\d[ T]\d\d:\d\d|\d\d:\d\d:\d\d\b|\d+[smhd](?:\d+[smh])?\s|Traceback \(")
+
+
+def _unquoted(line: str) -> str:
+    return _QUOTE_PREFIX.sub("", line, count=1) if line[:1] in " \t>|" else line
+
+
+def continues(prev: str, cur: str, before: str | None = None) -> bool:
+    """Was ``cur`` (a physical line) cut off ``prev``, the line just above it?
+
+    Only positive evidence joins lines; anything else is a record of its own, so two consecutive records
+    the reader does not recognise (a second webhook's error, a webhook pod's own log line) never merge.
+    Evidence: a CRI partial line; a klog multi-line value (``key=<``, then tab-indented lines); an indented
+    continuation (YAML, kubectl describe, a soft-wrapped ticket); ``prev`` ending in a space, or with a quote
+    or bracket still open, or in ``:``/``,``; ``cur`` beginning with a lower-case letter or closing
+    punctuation; lines cut at one width (``before``, the line above ``prev``, as long as ``prev``).
+    """
+    if not cur.strip() or not prev.strip():
+        return False
+    if _CRI_PARTIAL.match(prev):
+        return True
+    p, c = _unquoted(prev.rstrip("\r")), _unquoted(cur.rstrip("\r"))
+    if not c.strip():
+        return False
+    if c[:1] in " \t" or (c[:1] == "\t" and p.endswith("=<")):
+        stripped = c.lstrip()
+        return c.startswith(" >") or not (RECORD_START.match(stripped) or _OWN_START.match(stripped))
+    if RECORD_START.match(c) or _OWN_START.match(c):
+        return False
+    if p.endswith((" ", "\t", "=<")):
+        return True
+    tail = p.rstrip()
+    if tail.endswith((":", ",", "(", "[", "{")):
+        return True
+    if _CONT_HEAD.match(c):
+        return True
+    norm = p.translate(_CURLY)
+    if norm.count('"') % 2 == 1 or norm.count("(") > norm.count(")") or norm.count("[") > norm.count("]"):
+        return True
+    if before is not None and len(p) >= WRAP_MIN and len(_unquoted(before.rstrip("\r"))) == len(p):
+        return True  # hard-wrapped at one width
+    return p[-1:].isalnum() and c[:1].isdigit()  # a number cut in two
+
+
+def split_lines(text: str) -> list[tuple[int, int]]:
+    """Group a candidate's physical lines into records: [(first, last)] line indexes, by ``continues``."""
+    lines = text.split("\n")
+    groups: list[tuple[int, int]] = []
+    start = 0
+    in_value = False  # inside a klog multi-line value (`key=<` … ` >`): everything belongs to the record
+    for i in range(1, len(lines)):
+        prev = lines[i - 1]
+        if prev.rstrip("\r").endswith("=<"):
+            in_value = True
+        cur = lines[i]
+        if in_value:
+            if cur.startswith(" >"):
+                in_value = False
+            continue
+        if not continues(prev, cur, lines[i - 2] if i - 2 >= start else None):
+            groups.append((start, i - 1))
+            start = i
+    groups.append((start, len(lines) - 1))
+    return groups
 
 
 def _epoch(year: int, month: int, day: int, hms: str) -> float | None:
@@ -291,7 +375,16 @@ def parse_record(text: str, source: str, line: int, end_line: int, year: int) ->
             if obj.get("level") in ("error", "warning", "warn", "info"):
                 level = str(obj["level"])[0].upper()
             # journald / docker wrap a klog line inside the JSON: fall through to the klog header
-    m = _KLOG.match(body) or (_KLOG.search(body, 0, 400) if "] " in body[:400] else None)
+    m = _KLOG.match(body)
+    msg = m["msg"] if m else None
+    if m is None and "] " in body[:PREFIX_COLUMNS]:
+        # Only the header must start in the first columns; the message runs to the record's end (a search
+        # bounded at those columns would cut it there, and with it the cause).
+        m = _KLOG_HEAD.search(body, 0, PREFIX_COLUMNS + 64)
+        if m is not None and m.start() >= PREFIX_COLUMNS:
+            m = None
+        if m is not None:
+            msg = body[m.end():]
     if m:
         level = m["level"]
         rec["caller"] = rec["caller"] or m["caller"]
@@ -300,7 +393,7 @@ def parse_record(text: str, source: str, line: int, end_line: int, year: int) ->
             rec["ts"] = _epoch(y, int(m["month"]), int(m["day"]), m["time"])
             year_known = first.year is not None
         rec["fmt"] = "+".join(filter(None, [rec["fmt"], "klog"]))
-        body = m["msg"]
+        body = msg
     return LogRecord(
         source=source, line=line, end_line=end_line, raw=text, message=normalise(body),
         level=level, ts=rec["ts"], year_known=year_known, caller=rec["caller"], node=rec["node"],
