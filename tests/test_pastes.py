@@ -173,3 +173,18 @@ def test_markdown_auto_links_are_not_the_webhooks_name():
     [f] = diagnose_text(text).findings
     assert (f.webhook, f.cause_class, f.url) == ("vmagent.example.com", "unreachable",
                                                  "https://vm.vm.svc:443/validate?timeout=10s")
+
+
+@pytest.mark.parametrize("cause", [
+    "No agent available",
+    "Forbidden",
+    "Internal Server Error",
+    "the server is currently unable to handle the request",
+    "ssh: rejected: connect failed (Connection refused)",
+])
+def test_egress_proxy_failures_are_proxy(cause):
+    line = ('W0405 10:11:12.123456       1 dispatcher.go:210] Failed calling webhook, failing closed v.example.com: '
+            'failed calling webhook "v.example.com": failed to call webhook: Post '
+            f'"https://v.v.svc:443/validate?timeout=10s": {cause}\n')
+    [f] = diagnose_text(line).findings
+    assert (f.webhook, f.cause_class, f.family) == ("v.example.com", "proxy", "webhook-unreachable")

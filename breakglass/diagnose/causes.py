@@ -37,6 +37,17 @@ _RULES: tuple[tuple[re.Pattern, str, str], ...] = (
     (re.compile(r'no service port \d+ found for service "(?P<svc>[^"]+)"'), MISCONFIGURED, "no such service port"),
     (re.compile(r'cannot route to service with ClusterIP "None"|unsupported service type'), MISCONFIGURED,
      "service type cannot be routed"),
+    # The egress path answered instead of the webhook. konnectivity's server with no agent to dial through; an old
+    # SSH tunnel (its "Connection refused" is the far end's, not this host's); an HTTP(S) proxy refusing CONNECT,
+    # which net/http reports as the bare status text after the URL (`Post "…": Forbidden`); the aggregation layer's
+    # 503 text.
+    (re.compile(r"No agent available|ssh: rejected|Address is not allowed|error dialing backend"), PROXY,
+     "egress proxy (konnectivity) failed"),
+    (re.compile(r"^[\s'\"`]*(?:Forbidden|Internal Server Error|Bad Gateway|Service Unavailable|Gateway Timeout|"
+                r"Proxy Authentication Required|Method Not Allowed|Too Many Requests)[\s'\"`.]*$"), PROXY,
+     "an HTTP proxy refused the connection (check NO_PROXY for .svc)"),
+    (re.compile(r"the server is currently unable to handle the request"), PROXY,
+     "the egress path answered 503 (server currently unable to handle the request)"),
     (re.compile(r"connection refused"), UNREACHABLE, "connection refused"),
     (re.compile(r"no route to host"), UNREACHABLE, "no route to host"),
     (re.compile(r"network is unreachable"), UNREACHABLE, "network unreachable"),
