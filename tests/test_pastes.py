@@ -188,3 +188,18 @@ def test_egress_proxy_failures_are_proxy(cause):
             f'"https://v.v.svc:443/validate?timeout=10s": {cause}\n')
     [f] = diagnose_text(line).findings
     assert (f.webhook, f.cause_class, f.family) == ("v.example.com", "proxy", "webhook-unreachable")
+
+
+def test_the_apiserver_not_reaching_itself_on_loopback_is_not_stuck_admission():
+    text = "".join(
+        f"E0514 12:48:5{i}.086989       1 storage_rbac.go:157] unable to initialize clusterroles: Get "
+        f'"https://127.0.0.1:8443/apis/rbac.authorization.k8s.io/v1/clusterroles": dial tcp 127.0.0.1:8443: '
+        "connect: connection refused\n"
+        f"E0514 12:48:5{i}.129283       1 storage_rbac.go:187] unable to reconcile clusterrole.rbac.authorization.k8s.io/"
+        'admin: Get "https://[::1]:6443/apis/rbac.authorization.k8s.io/v1/clusterroles/admin": dial tcp [::1]:6443: '
+        "connect: connection refused\n" for i in range(4))
+    diag = diagnose_text(text)
+    assert diag.findings == [] and diag.verdict.state == "clear"
+    # the same hook failing for another reason is still stuck
+    other = text.replace("dial tcp 127.0.0.1:8443: connect: connection refused", "etcdserver: request timed out")
+    assert [f.family for f in diagnose_text(other).findings] == ["bootstrap-stuck"]

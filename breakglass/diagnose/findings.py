@@ -98,9 +98,11 @@ class Builder:
             if f.bootstrap_deadlock:
                 explained |= set(f.hooks)
                 _add_evidence(f.evidence, [o for o in stuck if o.hook in f.hooks], "context", self.n + 6)
+        # A fatal hook under its old name (`ca-registration`) whose line the deadlock already shows is explained too.
+        shown = {e.location for f in findings if f.bootstrap_deadlock for e in f.evidence}
         by_hook: dict[str, list[_Acc]] = {}
         for a in stuck:
-            if a.hook not in explained:
+            if a.hook not in explained and not (a.kind == "hook-fatal" and a.first and a.first.location in shown):
                 by_hook.setdefault(a.hook, []).append(a)
         for group in by_hook.values():
             findings.append(self._hook_finding(group))

@@ -80,6 +80,11 @@ _NOT_READY_OBJ = re.compile(r"(?P<res>[a-z0-9-]+)(?:\.(?P<group>[a-z0-9][a-z0-9.
 # apiserver advertising a loopback address logs `unable to sync kubernetes service: Endpoints "kubernetes" is
 # invalid: …` every 10 s.)
 INVALID = re.compile(r"\"[^\"]*\"\s*is\s*invalid:")
+# The apiserver failing to reach itself: its post-start hooks write through a loopback client, and while the
+# secure port is not serving yet (or the process is going down) they log `dial tcp 127.0.0.1:6443: connect:
+# connection refused`. No admission was involved; a hook that really stays stuck says so in other lines.
+SELF_UNREACHABLE = re.compile(r"dial\s*tcp\s*(?:127\.\d+\.\d+\.\d+|\[::1\]|\[?::ffff:127\.\d+\.\d+\.\d+\]?|localhost)"
+                              r":\d+:\s*(?:\w+:\s*)?connection\s*refused")
 MAX_MATCH = 128 << 10  # a bound for the regexes; the scanner already caps records at 64 KiB
 
 # Bootstrap steps: (pattern, bootstrap kind, what the line says: attempt | failure | ok)
@@ -300,8 +305,8 @@ def classify(rec: LogRecord) -> list[Event]:
     if not any(e.kind in ("webhook-call", "webhook-denied", "policy-denied") for e in events):
         for pat, kind_name, what in _BOOT:
             b = pat.search(msg)
-            if b and what == "failure" and INVALID.search(msg):
-                break  # refused by validation, not admission: nothing a webhook did (see INVALID)
+            if b and what == "failure" and (INVALID.search(msg) or SELF_UNREACHABLE.search(msg)):
+                break  # refused by validation, or the apiserver not reaching itself: nothing a webhook did
             if b:
                 obj = _boot_object(kind_name, b)
                 events.append(Event("bootstrap-" + what, rec, obj=obj, hook=obj.hook))
