@@ -54,12 +54,13 @@ def evaluate(name: str, spec: dict) -> Outcome:
     with open(os.path.join(HERE, name + ".txt"), "rb") as fh:
         data = fh.read()
     diag = diagnose_text(data, name=name + ".txt")
+    found = list(diag.findings) + list(diag.notices)  # notices: ordinary denials, informational
     out = Outcome(name, known_miss=spec.get("known_miss"))
     items = [] if spec["expect"] == "none" else spec["expect"]
     out.expected = len(items)
     used: set[int] = set()
     for item in items:
-        cands = [f for f in diag.findings if id(f) not in used and _matches(item, f)]
+        cands = [f for f in found if id(f) not in used and _matches(item, f)]
         if not cands:
             out.problems.append(f"missing {item}")
             continue
@@ -70,7 +71,7 @@ def evaluate(name: str, spec: dict) -> Outcome:
         wrong = {k: (getattr(f, k), item[k]) for k in _FIELDS if k in item and getattr(f, k) != item[k]}
         if wrong:
             out.problems.append(f"{item.get('webhook') or item.get('family')}: (got, want) {wrong}")
-    for f in diag.findings:
+    for f in found:
         if id(f) not in used:
             out.false_alarms += 1
             out.problems.append(f"false alarm: {f.family} {f.webhook!r} {f.cause_class} {f.title}")
@@ -133,6 +134,11 @@ def test_numbers(capsys):
 
 def _calls(text: str):
     return [(f.webhook, f.cause_class) for f in diagnose_text(text).findings if f.webhook]
+
+
+def _all(text: str):
+    d = diagnose_text(text)
+    return d.findings + d.notices
 
 
 _LONG_ERR = ('failed calling webhook "validate.kyverno.svc-fail": failed to call webhook: Post "https://kyverno-svc.kyverno.svc:443/'
@@ -203,3 +209,51 @@ def test_the_apiserver_not_reaching_itself_on_loopback_is_not_stuck_admission():
     # the same hook failing for another reason is still stuck
     other = text.replace("dial tcp 127.0.0.1:8443: connect: connection refused", "etcdserver: request timed out")
     assert [f.family for f in diagnose_text(other).findings] == ["bootstrap-stuck"]
+
+
+def test_an_ordinary_denial_says_which_webhook_denied_what_and_exits_0():
+    from tests.conftest import run_cli
+    text = ('Error from server: error when creating "pods/echod.yaml": admission webhook '
+            '"image-signature.hightowerlabs.com" denied the request: image is not signed\n')
+    d = diagnose_text(text)
+    assert d.findings == [] and d.verdict.state == "clear"  # nothing needs action
+    [f] = d.notices
+    assert (f.family, f.severity, f.webhook, f.cause_class, f.mode) == (
+        "webhook-denied", "info", "image-signature.hightowerlabs.com", "rejected", "deny")
+    assert 'creating "pods/echod.yaml"' in f.title and "image is not signed" in f.title
+    proc = run_cli("diagnose", "-", stdin=text.encode())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert b"image-signature.hightowerlabs.com" in proc.stdout and b"image is not signed" in proc.stdout
+    import json
+    doc = json.loads(run_cli("diagnose", "-", "-o", "json", stdin=text.encode()).stdout)
+    assert "image-signature.hightowerlabs.com" in json.dumps(doc)
+
+
+@pytest.mark.parametrize("message", [
+    "resource servicecidrs not found in group networking.k8s.io",
+    "the resource 'servicecidrs' is not found in group networking.k8s.io",
+    "failed to get the Group Version Resource for kind ServiceCIDR",
+    'no matches for kind "ServiceCIDR" in version "networking.k8s.io/v1"',
+])
+def test_a_denial_showing_the_webhook_does_not_know_servicecidr_is_the_bootstrap_deadlock(message):
+    text = ('E0405 10:11:12.123456       1 default_servicecidr_controller.go:170] Creating default ServiceCIDR with '
+            'CIDRs: [10.96.0.0/12]\n'
+            'E0405 10:11:12.223456       1 default_servicecidr_controller.go:190] error initializing the default '
+            f'ServiceCIDR: admission webhook "validate.kyverno.svc-fail" denied the request: {message}\n')
+    diag = diagnose_text(text)
+    [f] = [f for f in diag.findings if f.webhook]
+    assert (f.webhook, f.bootstrap_deadlock, f.severity, f.family) == (
+        "validate.kyverno.svc-fail", True, "critical", "webhook-rejects-bootstrap")
+    assert f.blocked == ['ServiceCIDR "kubernetes"'] and "does not know ServiceCIDR" in f.explanation
+    assert diag.verdict.state == "deadlocked"
+    # the same answer from a client, with no apiserver line around it, still names the outage
+    alone = f'Error from server: admission webhook "validate.kyverno.svc-fail" denied the request: {message}\n'
+    [g] = diagnose_text(alone).findings
+    assert g.bootstrap_deadlock and g.severity == "critical"
+
+
+def test_a_denial_for_an_unknown_kind_that_is_not_bootstrap_is_ordinary():
+    text = ('Error: INSTALLATION FAILED: admission webhook "validate-policy.kyverno.svc" denied the request: path: '
+            'spec.rules[0].generate..: failed to get the Group Version Resource for kind CiliumNetworkPolicy\n')
+    [f] = _all(text)
+    assert (f.family, f.severity) == ("webhook-denied", "info")

@@ -30,7 +30,7 @@ class _Acc:
 
     __slots__ = ("key", "kind", "count", "echo_count", "first", "last", "head", "tail", "context", "webhook",
                  "mode", "types", "urls", "services", "cause", "blocked", "hooks", "sources", "policy",
-                 "binding", "details", "hook", "obj", "blind", "success")
+                 "binding", "details", "hook", "obj", "blind", "success", "targets", "unknown_kind")
 
     def __init__(self, key: tuple, kind: str, n_evidence: int) -> None:
         self.key, self.kind = key, kind
@@ -52,6 +52,8 @@ class _Acc:
         self.obj: BlockedObject | None = None
         self.blind = False
         self.success = False
+        self.targets: dict[str, int] = {}  # what denied requests were writing
+        self.unknown_kind = False  # a denial shows the webhook does not know a bootstrap kind
 
     def add(self, ev: Event, n_head: int) -> None:
         rec = ev.record
@@ -158,6 +160,10 @@ class Correlator:
         acc.add(ev, EVIDENCE_HEAD)
         if ev.detail and signatures.WEBHOOK_BLIND.search(ev.detail):
             acc.blind = True
+        if ev.target and len(acc.targets) < 8:
+            acc.targets[ev.target] = acc.targets.get(ev.target, 0) + 1
+        if ev.obj is not None and ev.detail and signatures.unknown_bootstrap_kind(ev.detail) == ev.obj:
+            acc.unknown_kind = True
         self._tie(ev, acc)
 
     def _on_policy_denied(self, ev: Event) -> None:

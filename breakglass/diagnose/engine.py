@@ -59,11 +59,11 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
             warnings.append(f"{src.name} is empty")
         total_bytes += counted.bytes
         total_lines += scanner.lines
-    found, verdict = _findings.build(corr)
+    found, verdict, notices = _findings.build_all(corr)
     stats = ScanStats(sources=[s.name for s in srcs], bytes=total_bytes, lines=total_lines,
                       candidates=candidates, matched=corr.matched, engine=scanner.engine,
                       seconds=round(time.perf_counter() - t0, 3))
-    return Diagnosis(verdict=verdict, findings=found, remedies=remedies.options(found), stats=stats)
+    return Diagnosis(verdict=verdict, findings=found, remedies=remedies.options(found), stats=stats, notices=notices)
 
 
 def _first_line(b: bytes) -> bytes:

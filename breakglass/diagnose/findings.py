@@ -147,7 +147,7 @@ class Builder:
         readiness = [o for o in blocked if bootstrap.blocks_readiness(o.kind)]
         deadlock = bool(readiness) and (link in ("direct", "time") or bool(stuck_hooks & {o.hook for o in readiness}))
         if a.kind == "deny" and not blocked and not a.blind:
-            return None  # a webhook doing its job
+            return self._ordinary_denial(a)  # a webhook doing its job: said, not alarmed about
         if a.kind == "policy" and not blocked:
             return None
         ident = self._identity(a) if a.kind != "policy" else {}
@@ -169,6 +169,9 @@ class Builder:
             title = f"{who} denies {'objects the apiserver must create' if blocked else 'requests'}"
             why = _top(a.details) or "without explanation"
             explanation = f'{who} answers "denied": {why}'
+            if a.unknown_kind:
+                explanation += (f" The message shows the webhook does not know {', '.join(o.kind for o in blocked)}: "
+                                f"it refuses every write of that kind, the apiserver's own included.")
             if a.blind:
                 explanation += " The message shows the webhook itself cannot reach the apiserver."
             advice = "exclude bootstrap objects from this webhook (matchConditions) or bypass it until it is healthy"
@@ -197,6 +200,21 @@ class Builder:
         return Finding(family=family, severity=severity, title=title, explanation=explanation, advice=advice,
                        blocked=[str(o) for o in blocked], hooks=hooks, link=link, bootstrap_deadlock=deadlock,
                        **self._base(a), **ident, **extra)
+
+    def _ordinary_denial(self, a: _Acc) -> Finding:
+        """A webhook that answered and refused: which webhook denied what, for the record (severity info)."""
+        ident = self._identity(a)
+        why = _top(a.details) or "without explanation"
+        what = _top(a.targets)
+        return Finding(
+            family="webhook-denied", severity=INFO,
+            title=f'webhook "{a.webhook}" denied {what or "a request"}: {why[:160]}',
+            explanation=(f'Webhook "{a.webhook}" answered and refused {what or "the request"} ({a.count} time'
+                         f'{"s" if a.count != 1 else ""}): "{why[:600]}". That is its policy at work, not a failure '
+                         f"of admission: nothing here keeps the apiserver or other requests from working."),
+            advice="if the denial is unexpected, read the webhook's policy (or ask its owner); change the request "
+                   "or the policy, not the admission chain",
+            mode="deny", cause_class="rejected", cause=why[:300], **self._base(a), **ident)
 
     def _fail_open(self, a: _Acc) -> Finding:
         ident = self._identity(a)
@@ -254,7 +272,7 @@ class Builder:
 
     def _leader(self, a: _Acc, findings: list[Finding]) -> Finding | None:
         closed = [c for c in self.c.accs.values() if c.kind in ("call", "deny") and c.mode != "open"]
-        webhook_findings = [f for f in findings if f.webhook and f.mode != "open"
+        webhook_findings = [f for f in findings if f.webhook and f.mode != "open" and f.severity != INFO
                             and any(c.webhook == f.webhook and _overlaps(c, a, LEADER_WINDOW_S) for c in closed)]
         if not webhook_findings and not a.blind:
             return None  # lost for reasons this tool does not diagnose, or long before/after the webhook failures
@@ -281,7 +299,25 @@ class Builder:
                        advice="check the webhook's latency", webhook=a.webhook, **self._base(a))
 
 
-def verdict(findings: list[Finding]) -> Verdict:
+def _denials_said(notices: list[Finding]) -> str:
+    parts = []
+    for f in notices[:5]:
+        parts.append(f.title)
+    more = f" (and {len(notices) - 5} more)" if len(notices) > 5 else ""
+    return "; ".join(parts) + more + "."
+
+
+def verdict(findings: list[Finding], notices: list[Finding] = ()) -> Verdict:
+    v = _verdict(findings)
+    if notices:
+        said = "Ordinary denials (policy at work, nothing broken): " + _denials_said(list(notices))
+        if v.state == "clear":
+            return Verdict("clear", "nothing broken: webhooks denied requests by their own policy", said, False)
+        v.explanation += " " + said
+    return v
+
+
+def _verdict(findings: list[Finding]) -> Verdict:
     crit = [f for f in findings if f.severity == CRITICAL]
     err = [f for f in findings if f.severity == ERROR]
     warn = [f for f in findings if f.severity == WARNING]
@@ -321,5 +357,17 @@ def verdict(findings: list[Finding]) -> Verdict:
 
 
 def build(c: Correlator) -> tuple[list[Finding], Verdict]:
-    found = Builder(c).build()
-    return found, verdict(found)
+    found, v, _ = build_all(c)
+    return found, v
+
+
+def build_all(c: Correlator) -> tuple[list[Finding], Verdict, list[Finding]]:
+    """Findings (what needs action), the verdict, and notices (ordinary denials: which webhook denied what)."""
+    everything = Builder(c).build()
+    notices = [f for f in everything if f.family == "webhook-denied"]
+    found = [f for f in everything if f.family != "webhook-denied"]
+    for i, f in enumerate(found, 1):
+        f.id = f"F{i}"
+    for i, f in enumerate(notices, 1):
+        f.id = f"N{i}"
+    return found, verdict(found, notices), notices

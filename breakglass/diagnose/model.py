@@ -30,6 +30,7 @@ class Event:
     policy: str | None = None
     binding: str | None = None
     detail: str | None = None  # denial message, hook error, lease name, …
+    target: str | None = None  # what a denied request was writing, when the line says (`pods "x"`, `"ns.yaml"`)
 
 
 @dataclass
@@ -108,3 +109,6 @@ class Diagnosis:
     findings: list[Finding]
     remedies: list[RemedyOption]
     stats: ScanStats
+    # Informational: webhooks that answered and refused by their own policy (which webhook denied what). Kept
+    # apart from the findings, which are what needs action; the verdict's explanation names them.
+    notices: list[Finding] = field(default_factory=list)

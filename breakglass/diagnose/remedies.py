@@ -7,7 +7,7 @@ the configuration's key from etcd. Each option says what it costs.
 
 from __future__ import annotations
 
-from breakglass.diagnose.model import CRITICAL, Finding, RemedyOption
+from breakglass.diagnose.model import CRITICAL, INFO, Finding, RemedyOption
 
 PLUGIN_BY_TYPE = {
     "validating": "ValidatingAdmissionWebhook",
@@ -52,7 +52,7 @@ def _targets(findings: list[Finding]) -> list[dict]:
 
 
 def options(findings: list[Finding]) -> list[RemedyOption]:
-    culprits = [f for f in findings if (f.webhook or f.policy) and f.mode in ("closed", "deny")]
+    culprits = [f for f in findings if (f.webhook or f.policy) and f.mode in ("closed", "deny") and f.severity != INFO]
     if not culprits:
         return []
     stuck = any(f.bootstrap_deadlock or f.severity == CRITICAL for f in findings)

@@ -123,8 +123,25 @@ LEADER = re.compile(r"leaderelection\s*lost|[Ll]eader\s*election\s*lost|stopped\
 # that must read Namespaces or its own config from the API to decide).
 WEBHOOK_BLIND = re.compile(r"connection\s*refused|i/o\s*timeout|dial\s*tcp|no\s*route\s*to\s*host|"
                            r"context\s*deadline\s*exceeded|the\s*server\s*is\s*currently\s*unable|"
-                           r"failed\s*to\s*(?:get|list|fetch|load)\b|Unauthorized|TLS\s*handshake|"
+                           r"failed\s*to\s*(?:get|list|fetch|load)\b(?!\s*the\s*Group\s*Version\s*Resource)|"
+                           r"Unauthorized|TLS\s*handshake|"
                            r"not\s*yet\s*ready|Service\s*Unavailable|apiserver\s*not\s*ready")
+
+# A denial that shows the webhook does not know a kind: a policy engine whose discovery lacks the resource (an
+# older engine, or a new kind such as ServiceCIDR it was never told about) refuses every write of it. For a kind
+# the apiserver writes at start that is the seed's outage: the bootstrap write is denied until the engine changes.
+UNKNOWN_KIND = re.compile(
+    r"(?:the\s*)?(?:resource|kind)\s*[\"'`]?(?P<k1>[A-Za-z][\w.]*?)[\"'`]?\s*(?:is\s*)?not\s*found\s*in\s*"
+    r"(?:group|api\s*group|apiVersion|the\s*group)"
+    r"|failed\s*to\s*get\s*the\s*Group\s*Version\s*Resource\s*for\s*kind\s*[\"'`]?(?P<k2>\w+)"
+    r"|no\s*matches\s*for\s*kind\s*[\"'`]?(?P<k3>\w+)"
+    r"|could\s*not\s*find\s*(?:the\s*)?(?:requested\s*)?resource\s*[\"'`(]?(?P<k4>[a-z][\w.]*)"
+    r"|unable\s*to\s*(?:find|map|convert)\s*(?:resource|kind|GVR|GVK)\s*(?:for\s*)?[\"'`]?(?P<k5>[A-Za-z][\w./]*)")
+# What a denied request was writing, as kubectl or the apiserver put it before the denial.
+_DENIED_TARGET = re.compile(r"error\s*when\s*(?P<verb>creating|replacing|patching|applying\s*patch|deleting|"
+                            r"retrieving\s*current\s*configuration\s*of)[:\s]*\"(?P<file>[^\"]+)\""
+                            r"|(?P<res>[a-z0-9][a-z0-9.-]*)\s*\"(?P<name>[^\"]+)\"\s*is\s*forbidden:"
+                            r"|Error\s*(?P<verb2>creating|updating|deleting):")
 
 # What a bootstrap error line reveals about the object it failed to write.
 _OBJ_IN_TEXT = re.compile(r"(?P<res>servicecidrs|ipaddresses|namespaces|priorityclasses|clusterroles|clusterrolebindings|"
@@ -188,6 +205,31 @@ def _call_event(rec: LogRecord, hook: str, err: str, mode: str | None, echo: boo
         svc = cause.service
     return Event("webhook-call", rec, webhook=hook, mode=mode, echo=echo, url=url, service=svc, cause=cause,
                  webhook_type=_webhook_type(hook, rec, url), detail=(err or "")[:2000])
+
+
+def unknown_bootstrap_kind(detail: str) -> bootstrap.BlockedObject | None:
+    """The bootstrap object a denial shows the webhook cannot handle (it does not know the kind), if any."""
+    m = UNKNOWN_KIND.search(detail)
+    if not m:
+        return None
+    name = next(g for g in m.groups() if g)
+    kind = bootstrap.by_resource(name.rsplit("/", 1)[-1])
+    if kind is None and "/" in name:
+        kind = bootstrap.by_resource(name.split("/", 1)[0])
+    return bootstrap.blocked(kind) if kind is not None and kind.blocks_readiness else None
+
+
+def _denied_target(before: str) -> str | None:
+    t = None
+    for m in _DENIED_TARGET.finditer(before[-600:]):
+        t = m
+    if t is None:
+        return None
+    if t["file"]:
+        return f'{t["verb"]} "{t["file"]}"'
+    if t["res"]:
+        return f'{t["res"]} "{t["name"]}"'
+    return f'{t["verb2"]} an object'
 
 
 def _boot_context(msg: str) -> tuple[bootstrap.BlockedObject | None, str | None]:
@@ -260,7 +302,8 @@ def classify(rec: LogRecord) -> list[Event]:
             if DRY_RUN.search(msg):
                 break
             events.append(Event("webhook-denied", rec, webhook=d["hook"], webhook_type=vendors.guess_type(d["hook"]),
-                                detail=(d["msg"] or "without explanation")[:2000]))
+                                detail=(d["msg"] or "without explanation")[:2000],
+                                target=_denied_target(msg[:d.start()])))
             break
 
     m = CANCELED.search(msg)
@@ -280,6 +323,10 @@ def classify(rec: LogRecord) -> list[Event]:
         for ev in events:
             if ev.kind in ("webhook-call", "webhook-denied", "policy-denied"):
                 ev.obj, ev.hook = obj, hook or (obj.hook if obj else None)
+            if ev.kind == "webhook-denied" and ev.obj is None and ev.detail:
+                unknown = unknown_bootstrap_kind(ev.detail)
+                if unknown is not None:
+                    ev.obj, ev.hook = unknown, unknown.hook
 
     m = HOOK_FATAL.search(msg)
     if m:
