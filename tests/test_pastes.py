@@ -257,3 +257,15 @@ def test_a_denial_for_an_unknown_kind_that_is_not_bootstrap_is_ordinary():
             'spec.rules[0].generate..: failed to get the Group Version Resource for kind CiliumNetworkPolicy\n')
     [f] = _all(text)
     assert (f.family, f.severity) == ("webhook-denied", "info")
+
+
+def test_a_slow_calls_trace_names_the_configuration():
+    text = ('I0719 17:46:09.471881       1 trace.go:116] Trace[1869591222]: "Call validating webhook" '
+            'configuration:gatekeeper-validating-webhook-configuration,webhook:validation.gatekeeper.sh,resource:/v1, '
+            'Resource=pods,subresource:,operation:CREATE,UID:91264f7a (started: 2020-07-19 17:45:39.471540102 +0000 UTC '
+            'm=+505595.125356740) (total time: 3.00024599s):\n'
+            'W0719 17:46:09.471959       1 dispatcher.go:153] Failed calling webhook, failing closed validation.gatekeeper.sh: '
+            'failed calling webhook "validation.gatekeeper.sh": failed to call webhook: Post '
+            '"https://gatekeeper-webhook-service.gatekeeper-system.svc:443/v1/admit?timeout=3s": context deadline exceeded\n')
+    [f] = diagnose_text(text).findings
+    assert (f.configuration, f.configuration_source) == ("gatekeeper-validating-webhook-configuration", "log")

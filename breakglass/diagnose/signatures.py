@@ -42,9 +42,13 @@ RECORD_GATE = re.compile(
     rb"(?i:failed\s*calling|failing\s*(?:open|closed)|denied\s*(?:the\s*)?request|rejected\s*by\s*webhook|"
     rb"calling\s*webhook|poststarthook|not\s*yet\s*ready|servicecidr|system\s*namespace|priorityclass|"
     rb"priority\s*classes|unable\s*to|apf\s*bootstrap|allocation\s*check|serviceip|lease|election|"
-    rb"stopped\s*leading|resource\s*lock|webhook\.admission)")
+    rb"stopped\s*leading|resource\s*lock|webhook\.admission|call\s*(?:mutating|validating)\s*webhook)")
 # The mutation audit annotation names a webhook's configuration (shared reference §2).
 CONFIG_OF = re.compile(r'"configuration"\s*:\s*"(?P<cfg>[^"]+)"\s*,\s*"webhook"\s*:\s*"(?P<hook>[^"]+)"')
+# So does the trace of a slow call (utiltrace, logged past its threshold): `Trace[…]: "Call mutating webhook"
+# configuration:X,webhook:Y,resource:…` (`configuration="X" webhook="Y"` in structured traces).
+TRACE_CONFIG = re.compile(r'"Call\s*(?P<type>mutating|validating)\s*webhook"\s*configuration[:=]"?(?P<cfg>[^,"\s]+)"?'
+                          r'[,\s]\s*webhook[:=]"?(?P<hook>[^,"\s]+)')
 
 _WS = r"\s*"
 _NAME = r'"(?P<hook>[^"\s]+)"'
@@ -365,6 +369,9 @@ def classify(rec: LogRecord) -> list[Event]:
         events.append(Event("leader-lost", rec, detail=lease, obj=None))
     for m in CONFIG_OF.finditer(msg):
         events.append(Event("config-named", rec, webhook=m["hook"], detail=m["cfg"], webhook_type="mutating"))
+    m = TRACE_CONFIG.search(msg) if "Call" in msg else None
+    if m:
+        events.append(Event("config-named", rec, webhook=m["hook"], detail=m["cfg"], webhook_type=m["type"]))
     return events
 
 
@@ -373,5 +380,6 @@ PATTERNS: dict[str, re.Pattern] = {
     "fail-mode": FAIL_MODE, "call-failed": CALL_FAILED, "denied": DENIED, "rejected": REJECTED,
     "canceled": CANCELED, "panic": PANIC, "policy-denied": POLICY_DENIED, "hook-fatal": HOOK_FATAL,
     "readyz-item": READYZ_ITEM, "readyz-log": READYZ_LOG, "not-ready": NOT_READY, "leader": LEADER,
+    "trace-config": TRACE_CONFIG,
     **{f"boot-{i}": p for i, (p, _, _) in enumerate(_BOOT)},
 }
