@@ -68,6 +68,7 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
          webhooks: list[str] | None = None, window_gap: float = 60.0, stdin=None,
          engine: str = "auto", sources=None) -> LeakReport:
     span = TimeRange(since, until)
+    bounded = span.since is not None or span.until is not None
     wanted = set(webhooks or [])
     rep = LeakReport(basis="audit-log")
     seen: set[str] = set()
@@ -79,12 +80,13 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
         for v in _views(src, finders, rechecks, rep):
             if not v.complete:
                 continue
-            try:
-                at = parse_time(v.time) if v.time else None
-            except BadInput:
-                at = None
-            if at not in span:
-                continue
+            if bounded:  # without --since/--until every time is in: no need to parse it
+                try:
+                    at = parse_time(v.time) if v.time else None
+                except BadInput:
+                    at = None
+                if at not in span:
+                    continue
             if v.verb.startswith("delete") and rechecks and (v.code is None or 200 <= v.code < 300):
                 if v.verb == "delete":
                     rechecks.deleted(v.resource, v.namespace, v.name)
