@@ -16,7 +16,8 @@ DATA = os.path.join(ROOT, "bench", ".data")
 BREAKGLASS = [sys.executable, "-m", "breakglass"]
 
 
-def run(cmd: list[str], repeat: int = 3, stdin_path: str | None = None) -> tuple[float, int, int]:
+def run(cmd: list[str], repeat: int = 3, stdin_path: str | None = None, cwd: str = ROOT,
+        env: dict | None = None) -> tuple[float, int, int]:
     """(median seconds, max peak RSS in KiB, exit code of the last run)."""
     times, rss, code = [], 0, 0
     for _ in range(repeat):
@@ -24,7 +25,7 @@ def run(cmd: list[str], repeat: int = 3, stdin_path: str | None = None) -> tuple
         # Not /dev/null: GNU grep notices it and stops at the first match.
         with tempfile.TemporaryFile() as out:
             t0 = time.perf_counter()
-            p = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=subprocess.DEVNULL, cwd=ROOT)
+            p = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=subprocess.DEVNULL, cwd=cwd, env=env)
             _, status, usage = os.wait4(p.pid, 0)
             times.append(time.perf_counter() - t0)
         rss = max(rss, usage.ru_maxrss)
