@@ -269,3 +269,20 @@ def test_a_slow_calls_trace_names_the_configuration():
             '"https://gatekeeper-webhook-service.gatekeeper-system.svc:443/v1/admit?timeout=3s": context deadline exceeded\n')
     [f] = diagnose_text(text).findings
     assert (f.configuration, f.configuration_source) == ("gatekeeper-validating-webhook-configuration", "log")
+
+
+def test_a_list_item_after_a_long_line_is_not_a_continuation():
+    from breakglass.logs import formats
+    prev = ('Error from server (InternalError): Internal error occurred: failed calling webhook "a.b": failed to call '
+            'webhook: Post "https://a.b.svc:443/x": dial tcp 10.0.0.1:443: connect: connection refused')
+    assert not formats.continues(prev, "- Kubernetes version: 1.31")
+    assert formats.continues(prev[:80], prev[80:])  # cut mid-word: the rest begins in lower case
+    assert formats.continues('  message: "failed calling webhook \\"a.b\\": Post', '    "https://a.b.svc:443/x": EOF"')
+    assert not formats.continues(prev, "2023/10/18 20:28:36 http: TLS handshake error from 10.1.1.12:51786: EOF")
+
+
+def test_the_trace_pattern_is_reached_through_an_anchor_and_the_gate():
+    from breakglass.diagnose.signatures import ANCHORS, RECORD_GATE, TRACE_CONFIG
+    text = 'Trace[1]: "Call mutating webhook" configuration:c,webhook:w.x,resource:/v1, Resource=pods'
+    assert TRACE_CONFIG.search(text)["cfg"] == "c"
+    assert any(a in text.encode() for a in ANCHORS) and RECORD_GATE.search(text.encode())

@@ -380,6 +380,5 @@ PATTERNS: dict[str, re.Pattern] = {
     "fail-mode": FAIL_MODE, "call-failed": CALL_FAILED, "denied": DENIED, "rejected": REJECTED,
     "canceled": CANCELED, "panic": PANIC, "policy-denied": POLICY_DENIED, "hook-fatal": HOOK_FATAL,
     "readyz-item": READYZ_ITEM, "readyz-log": READYZ_LOG, "not-ready": NOT_READY, "leader": LEADER,
-    "trace-config": TRACE_CONFIG,
     **{f"boot-{i}": p for i, (p, _, _) in enumerate(_BOOT)},
 }

@@ -84,7 +84,7 @@ def starts_record(line: str) -> bool:
 # What a wrapped continuation may begin with: a lower-case letter or punctuation that cannot start a log line
 # (a closing quote, a path, the rest of an address). A line beginning with a capital or a digit starts anew unless
 # something else shows the line before it was cut.
-_CONT_HEAD = re.compile(r"[a-z\"'/:.,;)\]}_=?&%\u201d\u2019-]")
+_CONT_HEAD = re.compile(r"[a-z\"'/:.,;)\]}_=?&%\u201d\u2019]|-(?!\s)")  # `- ` is a list item, not a cut
 # Line starts that are records of their own although RECORD_START does not know them: Go's log package
 # (`2023/10/18 20:28:36 http: TLS handshake error …`), a bare time (`02:19:14 …`), kubectl's event ages
 # (`4m52s   Warning …`), Python's traceback header.
@@ -112,7 +112,7 @@ def continues(prev: str, cur: str, before: str | None = None) -> bool:
     p, c = _unquoted(prev.rstrip("\r")), _unquoted(cur.rstrip("\r"))
     if not c.strip():
         return False
-    if c[:1] in " \t" or (c[:1] == "\t" and p.endswith("=<")):
+    if c[:1] in " \t":
         stripped = c.lstrip()
         return c.startswith(" >") or not (RECORD_START.match(stripped) or _OWN_START.match(stripped))
     if RECORD_START.match(c) or _OWN_START.match(c):
