@@ -54,6 +54,11 @@ def diagnosis(d: Diagnosis, warnings: list[str], verbose: bool = False) -> str:
         for f in d.findings:
             out.append("")
             out += finding(f, verbose)
+    if d.notices:
+        out += ["", f"Notices ({len(d.notices)}): ordinary denials, policy at work"]
+        for n in d.notices:
+            out.append("")
+            out += finding(n, verbose)
     if d.remedies:
         out += ["", "Ways out, least invasive first"]
         for r in d.remedies:
