@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from breakglass.diagnose.model import Diagnosis, Finding
@@ -74,6 +75,15 @@ def diagnosis(d: Diagnosis, warnings: list[str], verbose: bool = False) -> str:
     for w in warnings:
         out.append(f"warning: {w}")
     return "\n".join(out)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _esc(text: str) -> str:
+    """A value read from a log on one line of the report: control characters (CR, LF, ESC ...) escaped."""
+    return _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text) if _CONTROL.search(text) \
+        else text
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -197,19 +207,22 @@ def leak_report(rep, verbose: bool = False) -> str:
             (("RESOURCE", rep.by_resource),) if rep.traced else ())
     unit = "REQUESTS" if from_audit else "CALLS"
     for title, d in tables:
-        out += _table([title, unit], [[k or "-", str(v)] for k, v in list(d.items())[:10]]) + [""]
+        out += _table([title, unit], [[_esc(k) or "-", str(v)] for k, v in list(d.items())[:10]]) + [""]
     out.append("Failing-open windows:")
-    out += [f"  {w.start} .. {w.end}  {w.requests} {unit.lower()}  {', '.join(w.webhooks)}" for w in rep.windows]
+    out += [_esc(f"  {w.start} .. {w.end}  {w.requests} {unit.lower()}  {', '.join(w.webhooks)}")
+            for w in rep.windows]
     out.append("")
     shown = rep.leaks if verbose else rep.leaks[:20]
     if from_audit:
         rows = [[x.time, x.user, x.verb, x.resource, x.namespace or "-", x.name or "-", ",".join(x.webhooks),
                  str(x.code if x.code is not None else "-")] for x in shown]
-        out += _table(["TIME", "USER", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CODE"], rows)
+        out += _table(["TIME", "USER", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CODE"],
+                      [[_esc(c) for c in r] for r in rows])
     else:
         rows = [[x.time or "-", x.verb or "?", x.resource or "?", x.namespace or "-", x.name or "-",
                  ",".join(x.webhooks), x.cause, x.source] for x in shown]
-        out += _table(["TIME", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CAUSE", "LOG"], rows)
+        out += _table(["TIME", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CAUSE", "LOG"],
+                      [[_esc(c) for c in r] for r in rows])
     if len(shown) < len(rep.leaks):
         out.append(f"... {len(rep.leaks) - len(shown)} more (-v for all, -o json or -o csv for scripts)")
     if not from_audit and not rep.traced:
@@ -219,7 +232,7 @@ def leak_report(rep, verbose: bool = False) -> str:
     out += ["", f"Re-check {len(rep.recheck)} object(s) written then and not deleted since "
                 "(-o recheck for a YAML list):" if from_audit else
             f"Re-check {len(rep.recheck)} object(s) the traces name (-o recheck for a YAML list):"]
-    out += [f"  {r.kubectl}" for r in rep.recheck[:50]]
+    out += [f"  {_esc(r.kubectl)}" for r in rep.recheck[:50]]
     if len(rep.recheck) > 50:
         out.append(f"  ... {len(rep.recheck) - 50} more")
     if rep.unnamed_writes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -138,9 +139,27 @@ def admitted_write(leak: Leak) -> bool:
     return leak.verb in WRITES and (leak.code is None or 200 <= leak.code < 300)
 
 
+# Characters that end or rewrite a line on a terminal or in a paste: C0 and C1 controls, DEL, Unicode line breaks.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_controls(text: str) -> str:
+    """Text from a log, safe to print on one line: control characters as \\n, \\r, \\x1b, ..."""
+    if not CONTROL.search(text):
+        return text
+    return CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+
+
 def kubectl_get(resource: str, namespace: str, name: str) -> str:
-    ns = f" -n {namespace}" if namespace else ""
-    return f"kubectl get {resource} {name}{ns} -o yaml"
+    """The re-check command, for pasting into a shell: every word from the log shell-quoted, a name that starts
+    with '-' after '--'; a name with a control character (no object can have one) is a comment, never a command."""
+    if CONTROL.search(resource + namespace + name):
+        return (f"# not re-checkable, control characters in the name: {escape_controls(resource)} "
+                f"{escape_controls(name)!r}" + (f" -n {escape_controls(namespace)!r}" if namespace else ""))
+    ns = f" -n {shlex.quote(namespace)}" if namespace else ""
+    if name.startswith("-"):
+        return f"kubectl get {shlex.quote(resource)}{ns} -o yaml -- {shlex.quote(name)}"
+    return f"kubectl get {shlex.quote(resource)} {shlex.quote(name)}{ns} -o yaml"
 
 
 def finish(rep: LeakReport, rechecks: Rechecks, gap: float) -> LeakReport:
@@ -184,6 +203,16 @@ CSV_FIELDS = ("time", "user", "verb", "resource", "namespace", "name", "webhooks
               "cause")
 
 
+def csv_cell(value) -> str:
+    """A cell a spreadsheet shows as text: one starting with = + - @ (or a tab or CR, which some strip first) is a
+    formula there, so it gets a leading single quote (OWASP's CSV injection advice). Numbers stay numbers."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        return str(value)
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
 def to_csv(rep: LeakReport, out) -> None:
     import csv  # noqa: PLC0415
 
@@ -192,7 +221,7 @@ def to_csv(rep: LeakReport, out) -> None:
     for leak in rep.leaks:
         d = asdict(leak)
         d["webhooks"] = ";".join(leak.webhooks)
-        w.writerow([d[f] if d[f] is not None else "" for f in CSV_FIELDS])
+        w.writerow([csv_cell(d[f]) for f in CSV_FIELDS])
 
 
 def recheck_yaml(rep: LeakReport) -> str:
