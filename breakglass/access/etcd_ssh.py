@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import atexit
 import os
-import shlex
 import tempfile
 
 from breakglass.access.etcd import EtcdSettings
+from breakglass.access.ssh import quoted_path, remote_path
 from breakglass.errors import BadInput, Unreachable
 
 KUBEADM_PKI = {"cacert": "/etc/kubernetes/pki/etcd/ca.crt",
@@ -20,7 +20,7 @@ KUBEADM_PKI = {"cacert": "/etc/kubernetes/pki/etcd/ca.crt",
 
 
 def _fetch(node, path: str, tmpdir: str, name: str) -> str:
-    r = node.run(f"cat {shlex.quote(path)}")
+    r = node.run(f"cat -- {quoted_path(path, 'etcd certificate path')}")
     if r.rc != 0:
         raise BadInput(f"{node.host}:{path}: {r.err.decode('utf-8', 'replace').strip()[:200] or 'cannot read'}")
     local = os.path.join(tmpdir, name)
@@ -34,6 +34,12 @@ def tunnel(node, cacert: str | None, cert: str | None, key: str | None, timeout:
            remote_port: int = 2379) -> EtcdSettings:
     """EtcdSettings that reach etcd on ``node`` through SSH. Certificate paths are on the node
     (kubeadm's by default); ``cacert`` alone means TLS without a client certificate."""
+    paths = {"cacert": cacert, "cert": cert, "key": key}
+    if not any(paths.values()):
+        paths = dict(KUBEADM_PKI)
+    for p in paths.values():
+        if p:
+            remote_path(p, "etcd certificate path")  # before anything is made or run
     tmpdir = tempfile.mkdtemp(prefix="breakglass-etcd-")
     os.chmod(tmpdir, 0o700)
 
@@ -43,9 +49,6 @@ def tunnel(node, cacert: str | None, cert: str | None, key: str | None, timeout:
         os.rmdir(tmpdir)
 
     atexit.register(cleanup)
-    paths = {"cacert": cacert, "cert": cert, "key": key}
-    if not any(paths.values()):
-        paths = dict(KUBEADM_PKI)
     local = {k: _fetch(node, v, tmpdir, k) for k, v in paths.items() if v}
     try:
         host, port, _ = node.forward("127.0.0.1", remote_port)

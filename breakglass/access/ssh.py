@@ -32,6 +32,22 @@ class SshOptions:
     timeout: float = 10.0
 
 
+def remote_path(path: str, what: str = "remote path") -> str:
+    """``path``, checked to be absolute: the only kind of path breakglass sends to a node.
+
+    A path starting with ``-`` would reach the remote command as an option (``find -delete``,
+    ``cat -n``); commands also take paths after ``--``, but ``find`` reads an expression
+    there anyway, so absolute is what holds. A newline would split ``find``'s output."""
+    if not isinstance(path, str) or not path.startswith("/") or any(c in path for c in "\0\n\r"):
+        raise BadInput(f"{what} {path!r} must be an absolute path on the node (starting with /)")
+    return path
+
+
+def quoted_path(path: str, what: str = "remote path") -> str:
+    """An absolute remote path, shell-quoted, to put after ``--`` in a command line."""
+    return shlex.quote(remote_path(path, what))
+
+
 def fingerprint(key) -> str:
     digest = hashlib.sha256(key.asbytes()).digest()
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")

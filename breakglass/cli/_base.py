@@ -185,7 +185,11 @@ def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, 
         from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
 
         from breakglass.access.etcd import _parse_endpoint  # noqa: PLC0415
+        from breakglass.access.ssh import remote_path  # noqa: PLC0415
 
+        for flag, path in (("--etcd-cacert", etcd_cacert), ("--etcd-cert", etcd_cert), ("--etcd-key", etcd_key)):
+            if path:
+                remote_path(path, flag)  # a path on the node: refused before connecting if it is not absolute
         # Through SSH, --etcd-endpoints is as seen from the node (default 127.0.0.1:2379).
         remote_port = _parse_endpoint(etcd_endpoints.split(",")[0])[1] if etcd_endpoints else 2379
         node = Node(via_ssh, ssh_options or SshOptions()).connect()

@@ -134,7 +134,11 @@ def leaks(
             remote = talos_files(_talos(talosctl, talosconfig, talos_context, talos_endpoints, None),
                                  _split(talos_node), paths)
         elif ssh:
+            from breakglass.access.ssh import remote_path  # noqa: PLC0415
             from breakglass.logs.remote import ssh_files  # noqa: PLC0415
+
+            for p in paths:  # paths on the nodes, refused before connecting: `-delete` would be an option of find
+                remote_path(p, "--audit-log" if audit else "--apiserver-log")
 
             opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, None)
             remote = [s for node in _ssh_nodes(_split(ssh), opts).values() for s in ssh_files(node, paths)]

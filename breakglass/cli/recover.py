@@ -300,6 +300,10 @@ def recover(
             hosts = _split(ssh)
             if not hosts:
                 raise BadInput("--method kubeadm needs --ssh HOSTS, or --manifest PATH on the node itself")
+            from breakglass.access.ssh import remote_path  # noqa: PLC0415
+
+            remote_path(manifest_path, "--manifest-path")  # paths on the nodes: never an option of cat or mv
+            remote_path(node_backup_dir, "--node-backup-dir")
             opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
             nodes, path = _ssh_nodes(hosts, opts), manifest_path
         remedy, steps = recovery.plan_kubeadm(nodes, path, wanted, verify_timeout, local=bool(manifest),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 
+from breakglass.access.ssh import quoted_path, remote_path
 from breakglass.errors import BadInput, Unreachable
 from breakglass.logs.sources import LogSource, _pod_log_key
 
@@ -44,12 +45,13 @@ def talos_sources(talos, nodes: list[str]) -> list[LogSource]:
 def ssh_sources(node, pods_dir: str = "/var/log/pods") -> list[LogSource]:
     """kube-apiserver's CRI logs on a node: pod directories newest first (the UID changes with
     every manifest edit), each one's files in kubelet rotation order, gzipped ones included."""
-    base = shlex.quote(pods_dir.rstrip("/"))
-    r = node.run(f"ls -1dt {base}/kube-system_kube-apiserver-* 2>/dev/null; true")
+    base = shlex.quote(remote_path(pods_dir, "--pods-dir").rstrip("/") or "/")
+    r = node.run(f"ls -1dt -- {base}/kube-system_kube-apiserver-* 2>/dev/null; true")
     dirs = [d for d in r.out.decode("utf-8", "replace").split("\n") if d.strip()]
     if not dirs:
         raise BadInput(f"{node.host}: no kube-apiserver pod logs under {pods_dir}")
-    return [_ssh_source(node, f, True) for d in dirs for f in _ssh_find(node, d, " -name '*.log*'")]
+    return [_ssh_source(node, f, True) for d in dirs if d.startswith("/")
+            for f in _ssh_find(node, d, " -name '*.log*'", "")]
 
 
 def talos_files(talos, nodes: list[str], roots: list[str]) -> list[LogSource]:
@@ -71,20 +73,24 @@ def ssh_files(node, roots: list[str]) -> list[LogSource]:
     """Files at or under these paths on a node (audit logs are root's: read with sudo), in rotation order."""
     out = []
     for root in roots:
-        files = _ssh_find(node, root, " 2>/dev/null; true")
+        remote_path(root, "log path")
+    for root in roots:
+        files = _ssh_find(node, root, "", " 2>/dev/null; true")
         if not files:
             raise BadInput(f"{node.host}:{root}: no such file, or an empty directory")
         out += [_ssh_source(node, f, len(files) > 1) for f in files]
     return out
 
 
-def _ssh_find(node, root: str, tail: str) -> list[str]:
-    """Regular files at or under ``root`` on the node, in rotation order (oldest rotated file first)."""
-    r = node.run(f"find {shlex.quote(root)} -type f{tail}")
-    return sorted((f for f in r.out.decode("utf-8", "replace").split("\n") if f.strip()), key=_pod_log_key)
+def _ssh_find(node, root: str, expr: str, tail: str) -> list[str]:
+    """Regular files at or under ``root`` (absolute) on the node, in rotation order (oldest rotated file first).
+    Names end with NUL, so a file name with a newline in it is one name."""
+    r = node.run(f"find -- {quoted_path(root, 'log path')} -type f{expr} -print0{tail}")
+    return sorted((f for f in r.out.decode("utf-8", "replace").split("\0") if f.strip() and f.startswith("/")),
+                  key=_pod_log_key)
 
 
 def _ssh_source(node, path: str, lenient: bool) -> LogSource:
     """One remote file, streamed with `cat` when it is read, never copied first."""
-    return LogSource(name=f"{node.host}:{path}", lenient=lenient,
-                     opener=lambda: node.stream(f"cat {shlex.quote(path)}"))
+    command = f"cat -- {quoted_path(path, 'log file')}"
+    return LogSource(name=f"{node.host}:{path}", lenient=lenient, opener=lambda: node.stream(command))

@@ -23,6 +23,7 @@ import shlex
 import time
 
 from breakglass import textfile
+from breakglass.access.ssh import quoted_path, remote_path
 from breakglass.errors import BadInput, PreconditionFailed, Unreachable
 from breakglass.journal import Run
 from breakglass.remedies import admission_flags as flags
@@ -42,7 +43,7 @@ def _command_flags(text: str, source: str) -> tuple[list[str], dict[str, int]]:
     import yaml  # noqa: PLC0415
 
     try:
-        pod = yaml.safe_load(text)
+        pod = textfile.load_yaml(text, source, "a static pod manifest")
     except yaml.YAMLError as e:
         raise BadInput(f"{source}: invalid YAML: {getattr(e, 'problem', None) or str(e).splitlines()[0]}") from None
     containers = ((pod or {}).get("spec") or {}).get("containers") if isinstance(pod, dict) else None
@@ -102,25 +103,25 @@ def edit(text: str, plugins: list[str], source: str) -> tuple[str, flags.FlagCha
 # A node-side script: compare, write a dot temp file, check it, keep mode/owner, fsync, rename.
 # $BREAKGLASS_TEST_PAUSE (tests only) sleeps between the checks and the rename.
 _WRITE = r"""set -u
-f={path}; d=$(dirname "$f"); t="$d/.$(basename "$f").breakglass.tmp"
-cur=$(sha256sum "$f" 2>/dev/null | cut -d' ' -f1)
+f={path}; d=$(dirname -- "$f"); t="$d/.$(basename -- "$f").breakglass.tmp"
+cur=$(sha256sum -- "$f" 2>/dev/null | cut -d' ' -f1)
 [ "$cur" = "{expected}" ] || {{ echo "changed:$cur" >&2; exit 3; }}
 umask 077
 cat > "$t" || exit 5
-if [ "$(wc -c < "$t")" -ne {length} ] || [ "$(sha256sum "$t" | cut -d' ' -f1)" != "{new}" ]; then
-  rm -f "$t"; echo "incomplete" >&2; exit 4
+if [ "$(wc -c < "$t")" -ne {length} ] || [ "$(sha256sum -- "$t" | cut -d' ' -f1)" != "{new}" ]; then
+  rm -f -- "$t"; echo "incomplete" >&2; exit 4
 fi
-chmod --reference="$f" "$t" && chown --reference="$f" "$t" || exit 5
-sync "$t" 2>/dev/null || sync
-{pause}mv -f "$t" "$f" || exit 5
-sync "$d" 2>/dev/null || sync
+chmod --reference="$f" -- "$t" && chown --reference="$f" -- "$t" || exit 5
+sync -- "$t" 2>/dev/null || sync
+{pause}mv -f -- "$t" "$f" || exit 5
+sync -- "$d" 2>/dev/null || sync
 echo written
 """
 
 
 def write_remote(node, path: str, expected_sha: str, data: bytes, pause: float = 0.0) -> None:
-    script = _WRITE.format(path=shlex.quote(path), expected=expected_sha, length=len(data), new=sha(data),
-                           pause=f"sleep {pause}; " if pause else "")
+    script = _WRITE.format(path=quoted_path(path, "manifest path"), expected=expected_sha, length=len(data),
+                           new=sha(data), pause=f"sleep {pause}; " if pause else "")
     r = node.run(script, stdin=data)
     if r.rc == 3:
         raise PreconditionFailed(f"{node.host}:{path} changed since it was read; not written")
@@ -129,7 +130,7 @@ def write_remote(node, path: str, expected_sha: str, data: bytes, pause: float =
 
 
 def read_remote(node, path: str) -> bytes:
-    r = node.run(f"cat {shlex.quote(path)}")
+    r = node.run(f"cat -- {quoted_path(path, 'manifest path')}")
     if r.rc != 0:
         err = r.err.decode("utf-8", "replace").strip()
         if "No such file" in err:
@@ -144,8 +145,9 @@ class KubeadmFlags:
     def __init__(self, nodes: dict, manifest: str = DEFAULT_MANIFEST, plugins: list[str] = (),
                  verify_timeout: float = 180.0, local: bool = False, backup_dir: str = NODE_BACKUP_DIR) -> None:
         self.nodes = nodes  # host -> Node (SSH) or LocalNode
-        self.manifest = manifest
-        self.backup_dir = backup_dir
+        # Paths on the node (also when they come from a run's journal): absolute, never an option.
+        self.manifest = remote_path(manifest, "manifest path")
+        self.backup_dir = backup_dir if local else remote_path(backup_dir, "node backup directory")
         self.plugins = list(plugins)
         self.verify_timeout = verify_timeout
         self.on_wait = None  # called with one line while verify waits for kubelet (a spinner on a terminal)
@@ -189,14 +191,14 @@ class KubeadmFlags:
             raise PreconditionFailed(f"{step.target} changed since it was read; nothing was written")
         info = {"manifest": f"{step.id}.kube-apiserver.yaml",
                 "manifest_sha256": run.write_backup(f"{step.id}.kube-apiserver.yaml", text)}
-        bdir = shlex.quote(self.backup_dir)
+        bdir = quoted_path(self.backup_dir, "node backup directory")
         remote = f"{self.backup_dir}/{run.id}-{step.id}-{os.path.basename(step.data['path'])}"
         if os.path.dirname(os.path.abspath(remote)) == os.path.dirname(os.path.abspath(step.data["path"])):
             raise BadInput("the node backup directory must not be the manifests directory (kubelet runs every file there)")
         if not self.local:
-            script = (f"umask 077; mkdir -p {bdir} && chmod 700 {bdir} && "
-                      f"cat > {shlex.quote(remote)} && sync {shlex.quote(remote)} 2>/dev/null; "
-                      f"sha256sum {shlex.quote(remote)}")
+            q = quoted_path(remote, "node backup")
+            script = (f"umask 077; mkdir -p -- {bdir} && chmod 700 -- {bdir} && "
+                      f"cat > {q} && sync -- {q} 2>/dev/null; sha256sum -- {q}")
             r = node.run(script, stdin=text)
             if r.rc != 0 or sha(text) not in r.out.decode():
                 raise Unreachable(f"{step.data['host']}: backup to {remote} failed "
