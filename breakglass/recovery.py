@@ -137,11 +137,17 @@ def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=
                           endpoints=list(t.get("endpoints") or []))
         return TalosFlags(talos_store(talos))
     if state.method == "etcd":
+        # The keys are under the prefix the run used (k3s: /k3s), whatever reaches etcd now.
+        prefix = state.target.get("etcd_prefix") or sources.DEFAULT_ETCD_PREFIX
+        if not isinstance(prefix, str):
+            raise BadInput(f"run {state.run}: its journal's etcd prefix is not a string")
+        sources.etcd_prefixes(prefix)  # validates it
         if etcd is None:
             eps = ",".join(state.target.get("etcd_endpoints") or [])
-            etcd = EtcdTarget(EtcdSettings.resolve(eps or None),
-                              state.target.get("etcd_prefix") or sources.DEFAULT_ETCD_PREFIX)
-        return EtcdDelete(etcd.connect(), prefix=etcd.prefix)
+            etcd = EtcdTarget(EtcdSettings.resolve(eps or None), prefix)
+        else:
+            etcd = EtcdTarget(etcd.settings, prefix)
+        return EtcdDelete(etcd.connect(), prefix=prefix)
     raise BadInput(f"run {state.run}: method {state.method!r} cannot be reverted by this version")
 
 

@@ -104,3 +104,75 @@ def test_every_remote_command_takes_its_path_after_double_dash(sshd, tmp_path):
     with pytest.raises(BadInput, match="must be an absolute path"):
         kf.write_remote(spy, "-n", "0" * 64, b"")
     spy.node.close()
+
+
+# -- 6. revert uses the run's --etcd-prefix ---------------------------------------------------------
+def _seed_k3s(srv, name="policy-a", prefix="/k3s"):
+    from breakglass.webhooks import codec, sources
+    from tests import etcd_server as es
+    from tests.test_etcd_remedy import _obj
+
+    key = sources.etcd_key("validating", name, prefix)
+    c = es.raw_client(srv)
+    c.put(key, codec.encode_value(_obj(name)))
+    c.close()
+    return key
+
+
+def _get(srv, key):
+    from tests import etcd_server as es
+
+    c = es.raw_client(srv)
+    try:
+        return c.get(key)[0]
+    finally:
+        c.close()
+
+
+def test_revert_uses_the_etcd_prefix_of_the_run(etcd_clean, tmp_path):
+    key = _seed_k3s(etcd_clean)
+    before = _get(etcd_clean, key)
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
+    ep = ["--etcd-endpoints", etcd_clean.endpoint]
+    p = run_cli("recover", "--method", "etcd", "--etcd-prefix", "/k3s", "-w", "policy-a", "--yes", *ep, env=env)
+    assert p.returncode == 0, p.stderr
+    assert _get(etcd_clean, key) is None
+    # revert is given the endpoints again (as after a reboot), but not the prefix: the journal has it
+    r = run_cli("revert", "--yes", *ep, env=env)
+    assert r.returncode == 0, r.stderr
+    assert _get(etcd_clean, key) == before
+    # and without any etcd option, from the journal alone (endpoints and prefix)
+    key_b = _seed_k3s(etcd_clean, "policy-b")
+    assert run_cli("recover", "--method", "etcd", "--etcd-prefix", "/k3s/", "-w", "policy-b", "--yes", *ep,
+                   env=env).returncode == 0
+    assert _get(etcd_clean, key_b) is None
+    r = run_cli("revert", "--yes", env=env)
+    assert r.returncode == 0, r.stderr
+    assert _get(etcd_clean, key_b) is not None
+
+
+def test_revert_refuses_a_journaled_key_outside_the_runs_prefix(etcd_clean, tmp_path):
+    """A journal edited to name another key (or prefix) is refused in one line, never an unexpected error."""
+    import glob
+    import json
+
+    key = _seed_k3s(etcd_clean)
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
+    ep = ["--etcd-endpoints", etcd_clean.endpoint]
+    assert run_cli("recover", "--method", "etcd", "--etcd-prefix", "/k3s", "-w", "policy-a", "--yes", *ep,
+                   env=env).returncode == 0
+    [jpath] = glob.glob(str(tmp_path / "state" / "runs" / "*" / "journal.jsonl"))
+    original = open(jpath).read()
+    for old, new in (('"etcd_prefix": "/k3s"', '"etcd_prefix": "k3s"'),
+                     ('"etcd_prefix": "/k3s"', '"etcd_prefix": "/registry"')):
+        assert old in original
+        with open(jpath, "w") as f:
+            f.write(original.replace(old, new))
+        r = run_cli("revert", "--yes", *ep, env=env)
+        assert r.returncode == 2, r.stderr
+        assert len(r.stderr.splitlines()) == 1 and b"unexpected" not in r.stderr, r.stderr
+    assert _get(etcd_clean, key) is None
+    with open(jpath, "w") as f:
+        f.write(original)
+    assert run_cli("revert", "--yes", *ep, env=env).returncode == 0
+    assert json.loads(run_cli("runs", "-o", "json", env=env).stdout)["result"][0]["status"] == "reverted"

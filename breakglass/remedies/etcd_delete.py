@@ -181,7 +181,7 @@ class EtcdDelete:
 
     # -- revert ----------------------------------------------------------------------------------
     def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
-        key = base64.b64decode(step.data["key_b64"])
+        key = self._journaled_key(step)
         value = run.read_backup(backup["value"], backup["value_sha256"])
         cur = self.etcd.get(key)
         if cur is not None and cur.value == value:
@@ -204,6 +204,21 @@ class EtcdDelete:
         if not self.etcd.put_if_mod_revision(key, value, cur.mod_revision):
             raise PreconditionFailed(f"{step.target} changed again while reverting; rerun revert")
         return RevertOutcome(step.id, RESTORED, f"overwrote {step.target} with the backup (--force)", diff)
+
+    def _journaled_key(self, step: Step) -> bytes:
+        """The step's key, only if it is the exact key of its kind and name under the run's prefix."""
+        try:
+            key = base64.b64decode(step.data.get("key_b64") or "", validate=True)
+        except (ValueError, TypeError):
+            raise BadInput(f"step {step.id}: the journal's key is not base64") from None
+        kind, name = step.data.get("kind"), step.data.get("name")
+        if kind not in model.RESOURCE_OF or not isinstance(name, str):
+            raise BadInput(f"step {step.id}: the journal names no admission kind and name for {key!r}")
+        want = sources.etcd_key(kind, check_name(name), self.prefix)
+        if key != want:
+            raise BadInput(f"step {step.id}: the journal's key {key.decode('utf-8', 'replace')!r} is not "
+                           f"{want.decode()} (the key of {kind}/{name} under the run's prefix {self.prefix})")
+        return key
 
 
 def _decode(value: bytes):
