@@ -21,6 +21,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import signal
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -50,8 +51,22 @@ def _fsync_dir(path: str) -> None:
 
 
 def _mkdir_private(path: str) -> None:
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)
+    """A directory only we can read (it will hold backups of secrets). One that is a link, a file, or another
+    user's is refused rather than adopted; a place that cannot hold it is bad input naming the path."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as e:
+        raise BadInput(f"state directory {path}: {(e.strerror or str(e)).lower()}",
+                       hint="choose another with --state-dir or $BREAKGLASS_STATE_DIR") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"state directory {path} is a {'link' if stat.S_ISLNK(st.st_mode) else 'file'}, not a "
+                       f"directory; refusing to keep runs there")
+    if st.st_uid != os.geteuid():
+        raise BadInput(f"state directory {path} belongs to uid {st.st_uid}, not to you; refusing to keep runs "
+                       f"(and backups of secrets) there")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
 
 
 def sha256(data: bytes) -> str:
@@ -189,7 +204,11 @@ class Run:
         return digest
 
     def read_backup(self, name: str, digest: str | None = None) -> bytes:
+        if not isinstance(name, str) or "/" in name or name.startswith(".") or not name:
+            raise JournalError(f"backup name {name!r} in the journal is not one breakglass writes")
         path = os.path.join(self.backups, name)
+        if os.path.islink(path):
+            raise JournalError(f"backup {path} is a symbolic link; breakglass never writes one")
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -200,13 +219,9 @@ class Run:
         return data
 
     def write_file(self, name: str, text: str) -> None:
-        path = os.path.join(self.path, name)
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(path + ".tmp", 0o600)
-        os.replace(path + ".tmp", path)
+        from breakglass.textfile import write_private  # noqa: PLC0415
+
+        write_private(os.path.join(self.path, name), text.encode("utf-8"))
 
 
 def _list_dir(path: str) -> list[str]:

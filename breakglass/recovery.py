@@ -56,9 +56,22 @@ def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_p
         e.hint = e.hint or f"{changed}run {run.id}: `breakglass revert {run.id}` undoes it"
         raise
     finally:
-        run.write_file("report.md", report(run))
+        report_error = _write_report(run)
     result.snapshot = snap
+    if report_error:
+        result.error = report_error  # the change is made and journaled: say so, with the way back
     return result
+
+
+def _write_report(run: Run) -> str | None:
+    """report.md, or why it could not be written (a full or read-only disk after the change must not hide the
+    run id and the way to revert behind an error)."""
+    try:
+        run.write_file("report.md", report(run))
+        return None
+    except OSError as e:
+        return (f"report.md could not be written ({(e.strerror or str(e)).lower()}); the journal in {run.path} "
+                f"has the run, and `breakglass revert {run.id}` undoes it")
 
 
 def take_snapshot(etcd: Etcd, run: Run, path: str, progress=None) -> dict:

@@ -167,6 +167,8 @@ def run_result(r) -> str:
         out.append(f"  {s.url}: {state}: {s.detail}")
         if s.failing_hooks:
             out.append(f"    post-start hooks still failing: {', '.join(s.failing_hooks)}")
+    if r.error:
+        out.append(f"warning: {r.error}")
     out.append(f"undo with: breakglass revert {r.run}")
     return "\n".join(out)
 

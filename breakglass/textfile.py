@@ -34,20 +34,44 @@ def read(path: str, what: str) -> str:
     return decode(data, path, what)
 
 
-def write_private(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically with mode 0600: a new temp file beside it (O_EXCL, so never through
-    a planted link), fsynced, then renamed over ``path`` (which replaces a link rather than following it)."""
+def write_atomic(path: str, data: bytes, like: os.stat_result | None = None, mode: int = 0o600) -> None:
+    """The one way breakglass writes a file. A temp file with a random name is created beside ``path`` with
+    O_EXCL|O_NOFOLLOW and mode 0600 (a link or file planted there makes this fail, it is never followed or
+    reused), written, fsynced, given ``like``'s mode and owner (the file it replaces) or ``mode``, renamed over
+    ``path`` (which replaces a link there rather than writing through it), and the directory is fsynced. On any
+    failure the temp file is removed, so no copy of a secret is left behind."""
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(6).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
-    except BaseException:
+        if like is not None:
+            if os.geteuid() == 0:
+                os.fchown(fd, like.st_uid, like.st_gid)
+            os.fchmod(fd, like.st_mode & 0o7777)
+        elif mode != 0o600:
+            os.fchmod(fd, mode)
         os.close(fd)
-        os.unlink(tmp)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
         raise
-    os.close(fd)
-    os.replace(tmp, path)
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def write_private(path: str, data: bytes) -> None:
+    """A file of breakglass' own (state, keys, reports): mode 0600, atomically, never through a link."""
+    write_atomic(path, data)

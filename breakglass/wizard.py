@@ -162,7 +162,7 @@ def _paths(text: str) -> list[str]:
     """A path as typed: ~ expanded, globs expanded (sorted), several separated by spaces or commas."""
     out = []
     for part in text.replace(",", " ").split():
-        part = os.path.expanduser(part)
+        part = os.path.abspath(os.path.expanduser(part))  # journaled absolute: revert works from anywhere
         out += sorted(glob.glob(part)) if any(c in part for c in "*?[") else [part]
     return out
 
@@ -305,8 +305,9 @@ def _access(p: Prompter, state: str | None, timeout: float, typed: Typed) -> pla
         a.ssh_nodes = {h: Node(h, opts) for h in hosts}
         a.readyz_urls = list(hosts)
     else:
-        a.manifest = os.path.expanduser(_ask(p, typed, "manifest", "kube-apiserver manifest:",
-                                             "/etc/kubernetes/manifests/kube-apiserver.yaml", _readable_required))
+        a.manifest = os.path.abspath(os.path.expanduser(_ask(p, typed, "manifest", "kube-apiserver manifest:",
+                                                             "/etc/kubernetes/manifests/kube-apiserver.yaml",
+                                                             _readable_required)))
         a.readyz_urls = _optional_url(p, typed, "https://127.0.0.1:6443")
     return a
 

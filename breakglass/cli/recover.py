@@ -256,7 +256,7 @@ def recover(
     def _recover_talos() -> int:
         from breakglass import recovery  # noqa: PLC0415
 
-        files = list(config_file or [])
+        files = [os.path.abspath(f) for f in config_file or []]  # journaled absolute: revert works from anywhere
         node_list = files or _split(nodes)
         wanted = _wanted()
         store = recovery.talos_store(_talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout),

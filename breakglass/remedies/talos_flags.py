@@ -84,15 +84,11 @@ class FileStore:
         return {"written": {"sha256": sha256(data), "bytes": len(data)}}
 
     def put(self, node: str, data: bytes) -> None:
-        """Replace the file with these bytes, atomically, keeping its mode."""
-        st = os.stat(node)
-        tmp = os.path.join(os.path.dirname(os.path.abspath(node)), f".{os.path.basename(node)}.breakglass.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, st.st_mode & 0o7777)
-        os.replace(tmp, node)
+        """Replace the file with these bytes, atomically, keeping its mode and owner (it holds the cluster's
+        secrets: the temp file is 0600 until then, and never a planted link)."""
+        if os.path.islink(node):
+            raise BadInput(f"{node} is a symbolic link; name the file itself")
+        textfile.write_atomic(node, data, like=os.stat(node))
 
     def describe(self) -> dict:
         return {"store": "file"}
@@ -183,6 +179,7 @@ class TalosFlags:
     def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
         node, era = step.data["node"], step.data["era"]
         before, after = step.data["before"], step.data["after"]
+        _check_journaled(node, era, before, after, getattr(self.store, "kind", "") == "file")
         text = self.store.read(node)
         loc = self._read(node, text)
         current = {k: loc.args.get(k) for k in before}
@@ -194,6 +191,7 @@ class TalosFlags:
         if is_file and written and written == sha256(text.encode()):
             # the file is exactly what breakglass wrote: put back exactly what was there
             original = run.read_backup(backup["config"], backup.get("config_sha256"))
+            _only_admission_keys_differ(original.decode("utf-8", "replace"), text, node)
             if dry_run:
                 return RevertOutcome(step.id, RESTORED, f"{node}: would restore the backed-up file byte for byte")
             self.store.put(node, original)
@@ -234,3 +232,42 @@ def _diff(node: str, era: str, ch: flags.FlagChange) -> str:
     return "".join(difflib.unified_diff(mc.args_text(a).splitlines(True), mc.args_text(b).splitlines(True),
                                         f"{node} {era} (only the admission keys; other keys unchanged)",
                                         f"{node} {era}"))
+
+
+def _check_journaled(node, era, before, after, is_file: bool) -> None:
+    """A run directory can be copied, and so edited: revert replays only what this remedy ever writes (the two
+    admission keys, as strings or lists, in a known era, of a file named absolutely), never other keys such as
+    authorization-mode or anonymous-auth."""
+    from breakglass.journal import JournalError  # noqa: PLC0415
+
+    def value_ok(v) -> bool:
+        return v is None or isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+
+    ok = (isinstance(before, dict) and isinstance(after, dict) and era in (mc.LEGACY, mc.DOCUMENT)
+          and set(before) <= {flags.DISABLE, flags.ENABLE} and set(after) <= {flags.DISABLE, flags.ENABLE}
+          and all(value_ok(v) for v in [*before.values(), *after.values()])
+          and isinstance(node, str) and (not is_file or os.path.isabs(node)))
+    if not ok:
+        raise JournalError(f"the journal's step for {node!r} holds changes breakglass never makes; refusing to "
+                           f"replay it (only {flags.DISABLE} and {flags.ENABLE} are ever reverted)")
+
+
+def _only_admission_keys_differ(original: str, current: str, node: str) -> None:
+    """Before putting a backup's bytes back, check they differ from the file now only in the admission keys."""
+    from breakglass.journal import JournalError  # noqa: PLC0415
+
+    def strip(text: str) -> list:
+        docs = mc.parse(text, node)
+        for d in docs:
+            place = d if d.get("kind") == "KubeAPIServerConfig" else ((d.get("cluster") or {}).get("apiServer") or {})
+            extra = place.get("extraArgs") if isinstance(place, dict) else None
+            if isinstance(extra, dict):
+                for k in (flags.DISABLE, flags.ENABLE):
+                    extra.pop(k, None)
+            if isinstance(place, dict) and "extraArgs" in place and not extra:
+                place.pop("extraArgs")  # empty, null or absent: the same to Talos
+        return docs
+
+    if strip(original) != strip(current):
+        raise JournalError(f"{node}: the backup differs from the file in more than the admission keys; refusing "
+                           f"to restore it (the run directory may have been altered)")

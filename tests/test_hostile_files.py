@@ -1,0 +1,192 @@
+"""Hostile places (issue 17, findings 1, 2, 7 and 8): files written where others can plant links, runs copied
+and edited, state directories that are not ours, a disk that fills after the change. Each test is the attack."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+
+import pytest
+
+from breakglass import textfile
+from tests.conftest import ROOT, run_cli
+
+GENERATED = os.path.join(ROOT, "tests", "talos", "generated", "v1.14.1", "controlplane.yaml")
+
+
+def _cfg(tmp_path, mode=0o640):
+    d = tmp_path / "repo"
+    d.mkdir()
+    path = d / "cp.yaml"
+    shutil.copy(GENERATED, path)
+    os.chmod(path, mode)
+    return d, path
+
+
+def _cli(tmp_path, *args, cwd=None):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
+    return subprocess.run([sys.executable, "-m", "breakglass", *args], capture_output=True, cwd=cwd or ROOT,
+                          env={**env, "PYTHONPATH": ROOT}, timeout=120)
+
+
+def test_the_config_file_is_written_through_no_planted_link_and_keeps_its_mode(tmp_path):
+    d, path = _cfg(tmp_path)
+    decoy = tmp_path / "attacker-owned"
+    decoy.write_text("mine\n")
+    (d / ".cp.yaml.breakglass.tmp").symlink_to(decoy)  # the old, predictable temp name
+    p = _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes")
+    assert p.returncode == 0, p.stderr
+    assert decoy.read_text() == "mine\n"  # nothing written through the link
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640 and not os.path.islink(path)
+    leftovers = [n for n in os.listdir(d) if n.startswith(".") and n != ".cp.yaml.breakglass.tmp"]
+    assert leftovers == []
+
+
+def test_a_failed_write_leaves_no_copy_of_the_secrets(tmp_path, monkeypatch):
+    target = tmp_path / "cp.yaml"
+    target.write_text("old\n")
+    real_fsync = os.fsync
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError):
+        textfile.write_atomic(str(target), b"secret: ca-key\n", like=os.stat(target))
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert os.listdir(tmp_path) == ["cp.yaml"] and target.read_text() == "old\n"
+
+
+def test_the_temp_file_is_never_readable_by_others_and_a_link_at_the_target_is_replaced_not_followed(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("untouched\n")
+    link = tmp_path / "report.md"
+    link.symlink_to(elsewhere)
+    seen = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        seen.append(stat.S_IMODE(os.stat(src).st_mode))
+        return real_replace(src, dst)
+
+    os.replace = spy
+    try:
+        textfile.write_private(str(link), b"report\n")
+    finally:
+        os.replace = real_replace
+    assert seen == [0o600] and elsewhere.read_text() == "untouched\n"
+    assert not os.path.islink(link) and link.read_text() == "report\n"
+
+
+def test_a_relative_config_file_is_journaled_absolute_and_reverts_from_anywhere(tmp_path):
+    d, path = _cfg(tmp_path)
+    before = path.read_bytes()
+    p = _cli(tmp_path, "recover", "--method", "talos", "--config-file", "cp.yaml", "--yes", cwd=str(d))
+    assert p.returncode == 0, p.stderr
+    assert path.read_bytes() != before
+    p = _cli(tmp_path, "revert", "--yes", cwd=str(tmp_path))  # another directory
+    assert p.returncode == 0, p.stderr
+    assert path.read_bytes() == before
+
+
+def _run_dir(tmp_path) -> str:
+    runs = tmp_path / "state" / "runs"
+    [name] = os.listdir(runs)
+    return str(runs / name)
+
+
+def test_an_edited_journal_cannot_make_revert_write_other_keys(tmp_path):
+    d, path = _cfg(tmp_path)
+    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 0
+    run = _run_dir(tmp_path)
+    journal = os.path.join(run, "journal.jsonl")
+    lines = open(journal).read().splitlines()
+    edited = []
+    for line in lines:
+        e = json.loads(line)
+        for st in e.get("steps") or []:
+            st["data"]["before"] = {"authorization-mode": "AlwaysAllow", "anonymous-auth": "true"}
+        edited.append(json.dumps(e))
+    open(journal, "w").write("\n".join(edited) + "\n")
+    after_recover = path.read_bytes()
+    p = _cli(tmp_path, "revert", "--yes", "--force")
+    assert p.returncode != 0 and b"never makes" in p.stderr, p.stderr
+    assert path.read_bytes() == after_recover
+    assert b"AlwaysAllow" not in path.read_bytes()
+
+
+def test_a_planted_report_tmp_link_is_not_written_through(tmp_path):
+    d, path = _cfg(tmp_path)
+    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 0
+    run = _run_dir(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    os.symlink(victim, os.path.join(run, "report.md.tmp"))
+    assert _cli(tmp_path, "revert", "--yes").returncode == 0
+    assert victim.read_text() == "keep\n"
+    assert not os.path.islink(os.path.join(run, "report.md"))
+
+
+def test_a_backup_name_that_leaves_the_backups_directory_is_refused(tmp_path):
+    from breakglass.journal import JournalError, Run
+
+    run = Run.create(str(tmp_path / "state"), "recover", {})
+    (tmp_path / "outside").write_text("secret")
+    for name in ("../../../outside", "a/b", ".hidden", ""):
+        with pytest.raises(JournalError):
+            run.read_backup(name)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a directory another user owns")
+def test_a_state_directory_owned_by_another_user_is_refused_not_adopted(tmp_path):
+    state = tmp_path / "theirs"
+    state.mkdir(mode=0o755)
+    os.chown(state, 65534, 65534)
+    p = run_cli("recover", "--method", "etcd", "-w", "x", "--etcd-endpoints", "http://127.0.0.1:1", "--yes",
+                env={"BREAKGLASS_STATE_DIR": str(state)})
+    assert p.returncode in (2, 5)
+    from breakglass.errors import BadInput
+    from breakglass.journal import Run
+
+    with pytest.raises(BadInput, match="belongs to uid 65534"):
+        Run.create(str(state), "recover", {})
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o755 and os.stat(state).st_uid == 65534  # not chmodded
+
+
+def test_a_state_directory_in_an_impossible_place_is_bad_input_naming_it():
+    from breakglass.errors import BadInput
+    from breakglass.journal import Run
+
+    for place in ("/proc/breakglass-state", "/dev/null", "/sys/kernel/breakglass"):
+        with pytest.raises(BadInput, match=f"state directory {place}"):
+            Run.create(place, "recover", {})
+
+
+def test_a_full_disk_after_the_change_still_names_the_run_and_the_way_back(tmp_path, monkeypatch, etcd_clean):
+    from breakglass import recovery
+    from breakglass.access.etcd import EtcdSettings
+    from breakglass.journal import Run
+    from breakglass.webhooks import codec, sources
+    from tests import etcd_server as es
+    from tests.test_codec import KYVERNO
+
+    c = es.raw_client(etcd_clean)
+    c.put(sources.etcd_key("validating", KYVERNO["metadata"]["name"]), codec.encode_value(KYVERNO))
+    c.close()
+    target = recovery.EtcdTarget(EtcdSettings(endpoints=(etcd_clean.endpoint,)))
+    remedy, steps = recovery.plan_etcd(target, [KYVERNO["metadata"]["name"]])
+    real = Run.write_file
+
+    def full(self, name, text):
+        if name == "report.md":
+            raise OSError(28, "No space left on device")
+        return real(self, name, text)
+
+    monkeypatch.setattr(Run, "write_file", full)
+    res = recovery.execute(remedy, steps, str(tmp_path / "state"), {})
+    assert res.status == "applied" and "no space left on device" in res.error and f"revert {res.run}" in res.error
