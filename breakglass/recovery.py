@@ -157,7 +157,9 @@ def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=
         sources.etcd_prefixes(prefix)  # validates it
         if etcd is None:
             eps = ",".join(state.target.get("etcd_endpoints") or [])
-            etcd = EtcdTarget(EtcdSettings.resolve(eps or None), prefix)
+            user = state.target.get("etcd_user")  # the run's user; its password is asked for again
+            user = os.environ.get("ETCDCTL_USER") or (user if isinstance(user, str) else None)
+            etcd = EtcdTarget(EtcdSettings.resolve(eps or None, user=user), prefix)
         else:
             etcd = EtcdTarget(etcd.settings, prefix)
         return EtcdDelete(etcd.connect(), prefix=prefix)

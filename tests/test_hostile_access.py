@@ -176,3 +176,91 @@ def test_revert_refuses_a_journaled_key_outside_the_runs_prefix(etcd_clean, tmp_
         f.write(original)
     assert run_cli("revert", "--yes", *ep, env=env).returncode == 0
     assert json.loads(run_cli("runs", "-o", "json", env=env).stdout)["result"][0]["status"] == "reverted"
+
+
+# -- 13. etcd with authentication -----------------------------------------------------------------
+PASSWORD = "Zq7-hunter2-not-in-output"
+
+
+@pytest.fixture(scope="module")
+def etcd_auth(tmp_path_factory):
+    """A real etcd with authentication enabled (root:PASSWORD), as etcdctl sets it up."""
+    from tests import etcd_server as es
+
+    srv = es.start(str(tmp_path_factory.mktemp("etcd-auth")))
+    ctl = ["etcdctl", "--endpoints", srv.endpoint]
+    env = dict(os.environ, ETCDCTL_API="3")
+    for args in (["user", "add", f"root:{PASSWORD}"], ["auth", "enable"]):
+        p = subprocess.run(ctl + args, capture_output=True, env=env, timeout=30)
+        assert p.returncode == 0, p.stderr
+    srv.ctl = ctl + ["--user", f"root:{PASSWORD}"]
+    yield srv
+    srv.stop()
+
+
+def _put(srv, key, value):
+    from breakglass.webhooks import codec
+    from tests.test_etcd_remedy import _obj
+
+    subprocess.run(srv.ctl + ["put", key], input=codec.encode_value(_obj(key.rsplit("/", 1)[1])),
+                   capture_output=True, check=True, env=dict(os.environ, ETCDCTL_API="3"), timeout=30)
+
+
+def _exists(srv, key):
+    p = subprocess.run(srv.ctl + ["get", key, "--keys-only"], capture_output=True, check=True,
+                       env=dict(os.environ, ETCDCTL_API="3"), timeout=30)
+    return key.encode() in p.stdout
+
+
+def _no_etcdctl_env():
+    return {k: "" for k in ("ETCDCTL_USER", "ETCDCTL_PASSWORD")}
+
+
+def test_etcd_user_and_password_flags_env_and_refusals(etcd_auth, tmp_path):
+    key = "/registry/validatingwebhookconfigurations/policy-auth"
+    _put(etcd_auth, key, None)
+    ep = ["--etcd-endpoints", etcd_auth.endpoint]
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state"), **_no_etcdctl_env()}
+    # no user: etcd says so; breakglass says what to give
+    p = run_cli("etcd", "list", *ep, env=env)
+    assert p.returncode == 5 and b"user name is empty" in p.stderr and b"--etcd-user" in p.stderr, p.stderr
+    # USER:PASSWORD like etcdctl, --etcd-user with --etcd-password, and ETCDCTL_USER / ETCDCTL_PASSWORD
+    for args, extra in ((["--etcd-user", f"root:{PASSWORD}"], {}),
+                        (["--etcd-user", "root", "--etcd-password", PASSWORD], {}),
+                        ([], {"ETCDCTL_USER": "root", "ETCDCTL_PASSWORD": PASSWORD}),
+                        ([], {"ETCDCTL_USER": f"root:{PASSWORD}"})):
+        p = run_cli("etcd", "list", *ep, *args, "-o", "json", env={**env, **extra})
+        assert p.returncode == 0, (args, extra, p.stderr)
+        assert "policy-auth" in p.stdout.decode() and PASSWORD not in (p.stdout + p.stderr).decode()
+    # a wrong password: exit 5, one line, the password not in it
+    wrong = "wrong-" + PASSWORD
+    for args in (["--etcd-user", f"root:{wrong}"], ["--etcd-user", "root", "--etcd-password", wrong]):
+        p = run_cli("etcd", "list", *ep, *args, env=env)
+        assert p.returncode == 5, p.stderr
+        assert len(p.stderr.splitlines()) == 1 and b"authentication failed" in p.stderr, p.stderr
+        assert wrong.encode() not in p.stdout + p.stderr and b"hunter2" not in p.stdout + p.stderr
+    # a user and no password, and no terminal to ask on: one line, exit 2
+    p = run_cli("etcd", "list", *ep, "--etcd-user", "root", env=env)
+    assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and b"ETCDCTL_PASSWORD" in p.stderr, p.stderr
+
+
+def test_recover_and_revert_with_auth_keep_the_password_out_of_the_run(etcd_auth, tmp_path):
+    key = "/registry/validatingwebhookconfigurations/policy-auth2"
+    _put(etcd_auth, key, None)
+    ep = ["--etcd-endpoints", etcd_auth.endpoint]
+    state = tmp_path / "state"
+    env = {"BREAKGLASS_STATE_DIR": str(state), **_no_etcdctl_env()}
+    p = run_cli("recover", "--method", "etcd", "-w", "policy-auth2", "--yes", *ep, "--etcd-user", "root",
+                "--etcd-password", PASSWORD, "-v", env=env)
+    assert p.returncode == 0, p.stderr
+    assert not _exists(etcd_auth, key)
+    assert PASSWORD not in (p.stdout + p.stderr).decode()
+    # revert from the journal alone: the run's user is journaled, its password comes from the environment
+    r = run_cli("revert", "--yes", "-v", env={**env, "ETCDCTL_PASSWORD": PASSWORD})
+    assert r.returncode == 0, r.stderr
+    assert _exists(etcd_auth, key)
+    for root, _, files in os.walk(state):
+        for f in files:
+            data = open(os.path.join(root, f), "rb").read()
+            assert PASSWORD.encode() not in data and b"hunter2" not in data, f
+    assert b'"etcd_user": "root"' in open(next(state.glob("runs/*/journal.jsonl")), "rb").read()

@@ -3,7 +3,8 @@
 The client is python-etcd3's API through its maintained fork, ``etcd-sdk-python``
 (import name ``pyetcd``). Settings come from flags or the variables etcdctl users already
 have (ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY, ETCDCTL_DIAL_TIMEOUT,
-ETCDCTL_COMMAND_TIMEOUT). Reads are ranged over explicit prefixes only, page by page: this
+ETCDCTL_COMMAND_TIMEOUT, ETCDCTL_USER, ETCDCTL_PASSWORD). A password is held in memory only: never
+printed, logged or journaled. Reads are ranged over explicit prefixes only, page by page: this
 module refuses a range that is not under one of the prefixes its caller allowed, so no
 code path can list (or later delete) the whole keyspace.
 """
@@ -11,6 +12,7 @@ code path can list (or later delete) the whole keyspace.
 from __future__ import annotations
 
 import os
+import stat
 import re
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -34,21 +36,26 @@ class EtcdSettings:
     cert: str | None = None
     key: str | None = None
     timeout: float = 5.0
+    user: str | None = None
+    # never shown: not in repr (tracebacks, -v), not compared, never journaled
+    password: str | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def resolve(cls, endpoints: str | None = None, cacert: str | None = None, cert: str | None = None,
-                key: str | None = None, timeout: float | None = None, env: dict | None = None) -> EtcdSettings:
+                key: str | None = None, timeout: float | None = None, env: dict | None = None,
+                user: str | None = None, password: str | None = None, prompt=None) -> EtcdSettings:
         """Flags win over ETCDCTL_* variables, which win over etcdctl's defaults."""
         env = os.environ if env is None else env
         eps = endpoints or env.get("ETCDCTL_ENDPOINTS") or "127.0.0.1:2379"
         t = timeout
         if t is None:
             t = _duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or env.get("ETCDCTL_DIAL_TIMEOUT") or "5s")
+        user, password = credentials(user, password, env, prompt)
         s = cls(endpoints=tuple(e.strip() for e in eps.split(",") if e.strip()),
                 cacert=cacert or env.get("ETCDCTL_CACERT") or None,
                 cert=cert or env.get("ETCDCTL_CERT") or None,
                 key=key or env.get("ETCDCTL_KEY") or None,
-                timeout=t)
+                timeout=t, user=user, password=password)
         s.validate()
         return s
 
@@ -66,6 +73,42 @@ class EtcdSettings:
     @property
     def secure(self) -> bool:
         return bool(self.cacert) or any(e.startswith("https://") for e in self.endpoints)
+
+
+def credentials(user: str | None, password: str | None, env=None, prompt=None) -> tuple[str | None, str | None]:
+    """etcd user and password as etcdctl takes them: --user USER[:PASSWORD] (else $ETCDCTL_USER), --password
+    (else $ETCDCTL_PASSWORD); a password still missing is asked for, hidden, when there is a terminal
+    (``prompt``: a function of the user name, default getpass on /dev/tty)."""
+    env = os.environ if env is None else env
+    if user is None:
+        user = env.get("ETCDCTL_USER") or None
+    if password is None:
+        password = env.get("ETCDCTL_PASSWORD") or None
+    if user is None:
+        if password is not None:
+            raise BadInput("an etcd password without a user: give --etcd-user (or $ETCDCTL_USER) too")
+        return None, None
+    if password is None and ":" in user:  # USER:PASSWORD, as etcdctl --user takes it
+        user, password = user.split(":", 1)
+    if not user:
+        raise BadInput("empty etcd user name (--etcd-user USER[:PASSWORD])")
+    if password is None:
+        password = (prompt or _ask_password)(user)
+    return user, password
+
+
+def _ask_password(user: str) -> str:
+    import sys  # noqa: PLC0415
+
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise BadInput(f"no password for etcd user {user!r}: give it in $ETCDCTL_PASSWORD, --etcd-password or "
+                       f"--etcd-user {user}:PASSWORD (there is no terminal to ask on)")
+    import getpass  # noqa: PLC0415
+
+    try:
+        return getpass.getpass(f"etcd password for {user}: ")
+    except EOFError:
+        raise BadInput(f"no password for etcd user {user!r}") from None
 
 
 def _duration(text: str) -> float:
@@ -119,8 +162,13 @@ class Etcd:
             host, port, https = _parse_endpoint(e)
             secure = https or bool(self.settings.cacert)
             eps.append(pyetcd.Endpoint(host, port, secure=secure, creds=creds if secure else None))
+        # With a user, the client authenticates here (a token for every later call).
         self._client = pyetcd.MultiEndpointEtcd3Client(endpoints=eps, timeout=self.settings.timeout,
-                                                      failover=len(eps) > 1)
+                                                      failover=len(eps) > 1, user=self.settings.user,
+                                                      password=self.settings.password if self.settings.user else None)
+        if not any(e.secure for e in eps):
+            # gRPC sends call credentials over TLS only; without TLS the token goes as metadata, as etcdctl sends it
+            self._client.call_credentials = None
         return self._client
 
     def range_prefix(self, prefix: bytes, keys_only: bool = False) -> Iterator[KV]:
@@ -213,17 +261,37 @@ class Etcd:
         return size, digest.hex()
 
     def save_snapshot(self, path: str, progress=None) -> dict:
-        """Snapshot into a new file (mode 0600, fsynced); returns path, size and sha256."""
-        if os.path.exists(path):
+        """Snapshot into a new file (mode 0600, fsynced); returns path, size and sha256. It is streamed into
+        PATH.part and takes its name only once etcd's own sha256 trailer has checked out, so an interrupted or
+        killed snapshot never sits at PATH looking whole (etcdctl panics on a truncated one)."""
+        if os.path.lexists(path):
             raise BadInput(f"{path} exists; choose a new snapshot file")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        part = path + ".part"
+        try:
+            st = os.lstat(part)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                os.unlink(part)  # what an earlier, killed attempt left: ours, and never a whole snapshot
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise BadInput(f"snapshot {part}: {(e.strerror or str(e)).lower()}") from None
+        try:
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except OSError as e:
+            raise BadInput(f"snapshot {part}: {(e.strerror or str(e)).lower()}",
+                           hint="choose a path in an existing directory you can write") from None
         try:
             with os.fdopen(fd, "wb", buffering=1 << 20) as out:
                 size, digest = self.snapshot(out, progress)
                 out.flush()
                 os.fsync(out.fileno())
+            os.link(part, path)  # never over a file that appeared meanwhile
+            os.unlink(part)
         except BaseException:
-            os.unlink(path)  # a partial snapshot must not pass for a good one
+            try:
+                os.unlink(part)  # a partial snapshot must not pass for a good one
+            except OSError:
+                pass
             raise
         # sha256 of the database as etcd computed it and as checked against its trailer
         return {"path": os.path.abspath(path), "size": size, "sha256": digest}
@@ -249,7 +317,10 @@ class Etcd:
         except grpc.RpcError as e:
             code = e.code() if hasattr(e, "code") else None
             detail = (e.details() if hasattr(e, "details") else str(e)) or str(code)
-            raise Unreachable(f"etcd at {where}: {detail.splitlines()[0][:200]}") from None
+            detail = detail.splitlines()[0][:200] if detail else str(code)
+            if self.settings.password:
+                detail = detail.replace(self.settings.password, "***")
+            raise Unreachable(f"etcd at {where}: {detail}", hint=_auth_hint(self.settings, detail)) from None
         except pyetcd.exceptions.Etcd3Exception as e:
             raise Unreachable(f"etcd at {where}: {type(e).__name__} {e}".strip()) from None
 
@@ -260,6 +331,12 @@ class Etcd:
             except Exception:  # noqa: BLE001 - closing a broken channel must not mask the real error
                 pass
             self._client = None
+
+
+def _auth_hint(s: EtcdSettings, detail: str) -> str | None:
+    if "user name is empty" in detail or ("permission denied" in detail and not s.user):
+        return "etcd has authentication enabled: give --etcd-user USER (or $ETCDCTL_USER), and the password"
+    return None
 
 
 def _tls_hint(s: EtcdSettings) -> str | None:

@@ -31,7 +31,7 @@ def _fetch(node, path: str, tmpdir: str, name: str) -> str:
 
 
 def tunnel(node, cacert: str | None, cert: str | None, key: str | None, timeout: float | None,
-           remote_port: int = 2379) -> EtcdSettings:
+           remote_port: int = 2379, user: str | None = None, password: str | None = None) -> EtcdSettings:
     """EtcdSettings that reach etcd on ``node`` through SSH. Certificate paths are on the node
     (kubeadm's by default); ``cacert`` alone means TLS without a client certificate."""
     paths = {"cacert": cacert, "cert": cert, "key": key}
@@ -56,4 +56,5 @@ def tunnel(node, cacert: str | None, cert: str | None, key: str | None, timeout:
         raise Unreachable(f"ssh {node.host}: cannot forward to etcd ({e})") from None
     scheme = "https" if local else "http"
     return EtcdSettings(endpoints=(f"{scheme}://{host}:{port}",), cacert=local.get("cacert"),
-                        cert=local.get("cert"), key=local.get("key"), timeout=timeout or 5.0)
+                        cert=local.get("cert"), key=local.get("key"), timeout=timeout or 5.0, user=user,
+                        password=password)

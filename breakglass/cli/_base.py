@@ -161,6 +161,13 @@ EtcdCertOpt = Annotated[Optional[str], typer.Option(help="etcd client certificat
                                                     show_default=False)]
 EtcdKeyOpt = Annotated[Optional[str], typer.Option(help="etcd client key (default: $ETCDCTL_KEY).",
                                                    show_default=False)]
+EtcdUserOpt = Annotated[Optional[str], typer.Option(
+    help="etcd user, as USER or USER:PASSWORD like etcdctl --user (default: $ETCDCTL_USER). Without a password "
+         "(here, --etcd-password or $ETCDCTL_PASSWORD) it is asked for, hidden, on a terminal.",
+    show_default=False)]
+EtcdPasswordOpt = Annotated[Optional[str], typer.Option(
+    help="etcd password for --etcd-user (default: $ETCDCTL_PASSWORD; prefer it or the prompt: a flag shows in "
+         "ps). Never printed, logged or journaled.", show_default=False)]
 EtcdPrefixOpt = Annotated[str, typer.Option(help="kube-apiserver --etcd-prefix.")]
 TimeoutOpt = Annotated[Optional[float], typer.Option(
     min=0.1, help="Seconds to wait for the API or etcd (default: 10, or $ETCDCTL_COMMAND_TIMEOUT).",
@@ -174,7 +181,7 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show exactly what wo
 
 
 def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout, via_ssh=None,
-                 ssh_options=None):
+                 ssh_options=None, etcd_user=None, etcd_password=None):
     from breakglass.access.etcd import EtcdSettings  # noqa: PLC0415
     from breakglass.recovery import EtcdTarget  # noqa: PLC0415
     from breakglass.webhooks.sources import etcd_prefixes  # noqa: PLC0415
@@ -192,9 +199,14 @@ def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, 
                 remote_path(path, flag)  # a path on the node: refused before connecting if it is not absolute
         # Through SSH, --etcd-endpoints is as seen from the node (default 127.0.0.1:2379).
         remote_port = _parse_endpoint(etcd_endpoints.split(",")[0])[1] if etcd_endpoints else 2379
+        from breakglass.access.etcd import credentials  # noqa: PLC0415
+
+        user, password = credentials(etcd_user, etcd_password)  # asked for before connecting
         node = Node(via_ssh, ssh_options or SshOptions()).connect()
-        return EtcdTarget(etcd_ssh.tunnel(node, etcd_cacert, etcd_cert, etcd_key, timeout, remote_port), etcd_prefix)
-    return EtcdTarget(EtcdSettings.resolve(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, timeout), etcd_prefix)
+        return EtcdTarget(etcd_ssh.tunnel(node, etcd_cacert, etcd_cert, etcd_key, timeout, remote_port,
+                                          user=user, password=password), etcd_prefix)
+    return EtcdTarget(EtcdSettings.resolve(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, timeout,
+                                           user=etcd_user, password=etcd_password), etcd_prefix)
 
 
 def _confirm(question: str, yes: bool) -> None:

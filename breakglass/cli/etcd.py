@@ -14,7 +14,9 @@ from breakglass.cli._base import (
     EtcdCertOpt,
     EtcdEndpointsOpt,
     EtcdKeyOpt,
+    EtcdPasswordOpt,
     EtcdPrefixOpt,
+    EtcdUserOpt,
     Output,
     OutputOpt,
     _progress_bytes,
@@ -39,7 +41,9 @@ def etcd_get(
     ref: Annotated[str, typer.Argument(help="NAME, kind/NAME or the etcd key of an admission configuration.")],
     kind: Annotated[Optional[List[str]], typer.Option(help="Kinds to look NAME up in.", show_default=False)] = None,
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
-    etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
+    etcd_key: EtcdKeyOpt = None,
+    etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry",
+    timeout: TimeoutOpt = None,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
     """Show one admission configuration as stored in etcd: key, revisions and the decoded object.
@@ -54,7 +58,8 @@ def etcd_get(
     def body() -> int:
         from breakglass import etcd_tools  # noqa: PLC0415
 
-        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout)
+        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
+                              etcd_user=etcd_user, etcd_password=etcd_password)
         items = etcd_tools.get(target, ref, list(kind or []) or None)
         _show(output, "EtcdObjects", items, lambda: etcd_tools.render_objects(items))
         return 0
@@ -65,7 +70,9 @@ def etcd_get(
 @etcd_app.command("list")
 def etcd_list(
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
-    etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
+    etcd_key: EtcdKeyOpt = None,
+    etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry",
+    timeout: TimeoutOpt = None,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
     """List the admission keys in etcd with their revisions, sizes and encodings.
@@ -78,7 +85,8 @@ def etcd_list(
     def body() -> int:
         from breakglass import etcd_tools  # noqa: PLC0415
 
-        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout)
+        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
+                              etcd_user=etcd_user, etcd_password=etcd_password)
         items = etcd_tools.list_keys(target)
         _show(output, "EtcdKeys", items, lambda: etcd_tools.render_keys(items))
         return 0
@@ -90,7 +98,8 @@ def etcd_list(
 def etcd_snapshot(
     file: Annotated[str, typer.Argument(help="New file to write the snapshot to (mode 0600).")],
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
-    etcd_key: EtcdKeyOpt = None, timeout: TimeoutOpt = None,
+    etcd_key: EtcdKeyOpt = None,
+    etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None, timeout: TimeoutOpt = None,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
     """Save a full etcd snapshot, streamed, with etcd's integrity trailer checked.
@@ -101,7 +110,8 @@ def etcd_snapshot(
     """
 
     def body() -> int:
-        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, "/registry", timeout)
+        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, "/registry", timeout,
+                              etcd_user=etcd_user, etcd_password=etcd_password)
         progress = _progress_bytes if sys.stderr.isatty() else None
         etcd = target.connect()
         try:
@@ -122,7 +132,9 @@ def etcd_backup(
     refs: Annotated[List[str], typer.Argument(help="Configurations: NAME, kind/NAME or etcd keys.")],
     kind: Annotated[Optional[List[str]], typer.Option(help="Kinds to look NAME up in.", show_default=False)] = None,
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
-    etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
+    etcd_key: EtcdKeyOpt = None,
+    etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry",
+    timeout: TimeoutOpt = None,
     state_dir: StateDirOpt = None, output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
     """Back up configurations' raw bytes into a new run directory, changing nothing.
@@ -135,7 +147,8 @@ def etcd_backup(
     def body() -> int:
         from breakglass import etcd_tools  # noqa: PLC0415
 
-        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout)
+        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
+                              etcd_user=etcd_user, etcd_password=etcd_password)
         res = etcd_tools.backup(target, refs, list(kind or []) or None, state_dir)
         _show(output, "EtcdBackup", res,
               lambda: f"backed up {len(res['steps'])} key(s) in run {res['run']} ({res['path']})")
@@ -149,7 +162,8 @@ def etcd_restore(
     run: Annotated[str, typer.Argument(help="Run (from `etcd backup` or `recover`), by name or directory.")],
     force: Annotated[bool, typer.Option(help="Overwrite keys that exist with other content.")] = False,
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
-    etcd_key: EtcdKeyOpt = None, timeout: TimeoutOpt = None,
+    etcd_key: EtcdKeyOpt = None,
+    etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None, timeout: TimeoutOpt = None,
     state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
@@ -160,7 +174,8 @@ def etcd_restore(
       breakglass etcd restore 20261130T081500Z-3fa2c1 --dry-run
     """
     revert(run=run, force=force, etcd_endpoints=etcd_endpoints, etcd_cacert=etcd_cacert, etcd_cert=etcd_cert,
-           etcd_key=etcd_key, timeout=timeout, talosconfig=None, talos_context=None, talos_endpoints=None,
+           etcd_key=etcd_key, etcd_user=etcd_user, etcd_password=etcd_password, timeout=timeout, talosconfig=None,
+           talos_context=None, talos_endpoints=None,
            talosctl="talosctl", ssh_user=None, ssh_key=None, ssh_port=None, ssh_accept_new=False,
            ssh_config="~/.ssh/config", known_hosts="~/.ssh/known_hosts", kubeconfig=None, context=None,
            state_dir=state_dir, dry_run=dry_run, yes=yes, output=output, verbose=verbose)

@@ -18,7 +18,9 @@ from breakglass.cli._base import (
     EtcdCertOpt,
     EtcdEndpointsOpt,
     EtcdKeyOpt,
+    EtcdPasswordOpt,
     EtcdPrefixOpt,
+    EtcdUserOpt,
     EtcdViaSshOpt,
     KnownHostsOpt,
     KubeconfigOpt,
@@ -84,7 +86,8 @@ def recover(
     snapshot: Annotated[Optional[str], typer.Option(
         help="First save a full etcd snapshot to this new file (checksummed).", show_default=False)] = None,
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
-    etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
+    etcd_key: EtcdKeyOpt = None, etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None,
+    etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
     nodes: Annotated[Optional[List[str]], typer.Option(
         "--nodes", "-n", help="talos: control-plane nodes (every one runs an apiserver), comma-separated.",
         show_default=False)] = None,
@@ -194,7 +197,7 @@ def recover(
                               ready=(lambda: [remedy.api.readyz()]) if wait else None)
         ssh_opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
         target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
-                              etcd_via_ssh, ssh_opts)
+                              etcd_via_ssh, ssh_opts, etcd_user, etcd_password)
         remedy, steps = _plan_or_done(lambda: recovery.plan_etcd(target, list(webhook_config or []),
                                                                  list(kind or []) or None))
         return _carry_out(remedy, steps, f"Delete {len(steps)} key(s) from etcd?",
@@ -347,7 +350,8 @@ def _recover_scripted(given: dict) -> int:
                            args["timeout"]),
             lambda hosts: _ssh_nodes(hosts, opts),
             lambda: _etcd_target(args["etcd_endpoints"], args["etcd_cacert"], args["etcd_cert"], args["etcd_key"],
-                                 args["etcd_prefix"], args["timeout"], args["etcd_via_ssh"], opts))
+                                 args["etcd_prefix"], args["timeout"], args["etcd_via_ssh"], opts,
+                                 args["etcd_user"], args["etcd_password"]))
         args["method"] = Method(scripted.auto_method(access, bool(args["webhook_config"])))
         if args["output"] is Output.text:
             print(f"--auto: taking {args['method'].value}", file=sys.stderr)
@@ -365,7 +369,8 @@ def revert(
         show_default=False)] = None,
     force: Annotated[bool, typer.Option(help="Overwrite targets that changed since the run.")] = False,
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
-    etcd_key: EtcdKeyOpt = None, timeout: TimeoutOpt = None,
+    etcd_key: EtcdKeyOpt = None, etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None,
+    timeout: TimeoutOpt = None,
     talosconfig: TalosconfigOpt = None, talos_context: TalosContextOpt = None,
     talos_endpoints: TalosEndpointsOpt = None, talosctl: TalosctlOpt = "talosctl",
     ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
@@ -394,8 +399,10 @@ def revert(
         from breakglass import recovery  # noqa: PLC0415
 
         target = None
-        if etcd_endpoints or etcd_cacert or etcd_cert or etcd_key or timeout:
-            target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, "/registry", timeout)
+        if etcd_endpoints or etcd_cacert or etcd_cert or etcd_key or etcd_user or etcd_password or timeout:
+            # the prefix is the run's own (from its journal), whatever is given here
+            target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, "/registry", timeout,
+                                  etcd_user=etcd_user, etcd_password=etcd_password)
         ssh_opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
         talos = None
         if talosconfig or talos_context or talos_endpoints or talosctl != "talosctl":

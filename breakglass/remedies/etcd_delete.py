@@ -89,7 +89,10 @@ class EtcdDelete:
         self.prefix = prefix
 
     def describe_target(self) -> dict:
-        return {"etcd_endpoints": list(self.etcd.settings.endpoints), "etcd_prefix": self.prefix}
+        t = {"etcd_endpoints": list(self.etcd.settings.endpoints), "etcd_prefix": self.prefix}
+        if self.etcd.settings.user:
+            t["etcd_user"] = self.etcd.settings.user  # the name only: a password is never journaled
+        return t
 
     # -- plan ------------------------------------------------------------------------------------
     def resolve(self) -> list[tuple[Target, KV]]:
