@@ -83,8 +83,8 @@ _seen: dict[str, int] = {}
 def _fault(transition: str) -> None:
     """Fault injection for the crash tests, off unless BREAKGLASS_FAULT_INJECT is set.
 
-    ``BREAKGLASS_FAULT_INJECT=<transition>[@<n>][:int]`` (comma-separated) makes the process
-    SIGKILL itself (or, with ``:int``, get a SIGINT, as Ctrl-C) right after writing the n-th
+    ``BREAKGLASS_FAULT_INJECT=<transition>[@<n>][:int|:term|:hup]`` (comma-separated) makes the process
+    SIGKILL itself (or get a SIGINT, as Ctrl-C, a SIGTERM or a SIGHUP) right after writing the n-th
     (default first) journal entry of that transition.
     """
     spec = os.environ.get("BREAKGLASS_FAULT_INJECT")
@@ -95,7 +95,8 @@ def _fault(transition: str) -> None:
         what, _, sig = item.partition(":")
         name, _, nth = what.partition("@")
         if name == transition and _seen[transition] == int(nth or 1):
-            os.kill(os.getpid(), signal.SIGINT if sig == "int" else signal.SIGKILL)
+            os.kill(os.getpid(), {"int": signal.SIGINT, "term": signal.SIGTERM, "hup": signal.SIGHUP}.get(
+                sig, signal.SIGKILL))
 
 
 @dataclass

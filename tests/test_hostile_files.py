@@ -190,3 +190,61 @@ def test_a_full_disk_after_the_change_still_names_the_run_and_the_way_back(tmp_p
     monkeypatch.setattr(Run, "write_file", full)
     res = recovery.execute(remedy, steps, str(tmp_path / "state"), {})
     assert res.status == "applied" and "no space left on device" in res.error and f"revert {res.run}" in res.error
+
+
+@pytest.mark.parametrize("sig", ["term", "hup"])
+def test_sigterm_and_sighup_during_apply_are_an_interrupt_not_a_torn_run(etcd_clean, tmp_path, sig):
+    from breakglass import journal
+    from breakglass.webhooks import codec, sources
+    from tests import etcd_server as es
+    from tests.test_codec import KYVERNO
+
+    c = es.raw_client(etcd_clean)
+    key = sources.etcd_key("validating", KYVERNO["metadata"]["name"])
+    c.put(key, codec.encode_value(KYVERNO))
+    value = c.get(key)[0]
+    c.close()
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state"), "BREAKGLASS_FAULT_INJECT": f"applied:{sig}"}
+    p = run_cli("recover", "--method", "etcd", "-w", KYVERNO["metadata"]["name"], "--etcd-endpoints",
+                etcd_clean.endpoint, "--yes", env=env)
+    assert p.returncode == 130 and b"breakglass revert" in p.stderr and b"Traceback" not in p.stderr, p.stderr
+    [run] = journal.list_runs(str(tmp_path / "state"))
+    assert [e["event"] for e in run.events()][-1] == "interrupted"
+    r = run_cli("revert", "--yes", "--etcd-endpoints", etcd_clean.endpoint,
+                env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")})
+    assert r.returncode == 0, r.stderr
+    c = es.raw_client(etcd_clean)
+    assert c.get(key)[0] == value
+    c.close()
+
+
+def test_an_interrupted_snapshot_never_sits_at_its_name(etcd_clean, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests import etcd_server as es
+
+    c = es.raw_client(etcd_clean)
+    es.put_many(c, ((f"/registry/pods/p{i}".encode(), os.urandom(2048)) for i in range(20000)))
+    c.close()
+    out = tmp_path / "snap.db"
+    proc = subprocess.Popen([sys.executable, "-m", "breakglass", "etcd", "snapshot", str(out), "--etcd-endpoints",
+                             etcd_clean.endpoint], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(str(out) + ".part") and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    assert not out.exists()  # never a truncated file at the final path
+    assert not os.path.exists(str(out) + ".part") or proc.returncode != 130
+    # a retry is not refused, and ends with a whole snapshot
+    p = run_cli("etcd", "snapshot", str(out), "--etcd-endpoints", etcd_clean.endpoint)
+    assert p.returncode == 0, p.stderr
+    assert out.exists() and not os.path.exists(str(out) + ".part")
+
+
+def test_a_snapshot_into_a_missing_directory_is_bad_input(etcd_clean, tmp_path):
+    p = run_cli("etcd", "snapshot", str(tmp_path / "no" / "such" / "snap.db"), "--etcd-endpoints", etcd_clean.endpoint)
+    assert p.returncode == 2 and b"no such file or directory" in p.stderr and b"unexpected" not in p.stderr, p.stderr

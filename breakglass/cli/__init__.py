@@ -20,7 +20,23 @@ COMMANDS = (wizard, diagnose, inventory, recover, etcd, sandbox, leaks, about)
 __all__ = ["app", "main", "bundle_main", "kubectl_main", "kubectl_complete_main"]
 
 
+def _signals_as_interrupts() -> None:
+    """SIGTERM (a timeout, systemd, a closing terminal's SIGHUP) is handled as Ctrl-C: the journal says
+    `interrupted`, temporary secrets and partial files are removed, exit 130, never a half-written state."""
+    import signal  # noqa: PLC0415
+
+    def interrupt(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, interrupt)
+        except (ValueError, OSError):  # not the main thread, or a platform without it
+            pass
+
+
 def main() -> None:
+    _signals_as_interrupts()
     app()
 
 
@@ -70,4 +86,5 @@ def kubectl_complete_main() -> None:
 
 def kubectl_main() -> None:
     """`kubectl breakglass ...`: kubectl runs kubectl-breakglass from PATH; usage lines say what was typed."""
+    _signals_as_interrupts()
     app(prog_name="kubectl breakglass")
