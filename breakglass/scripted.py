@@ -26,11 +26,12 @@ def load_plan(path: str, allowed: set[str]) -> dict:
 
     text = textfile.read(path, "a YAML plan")
     try:
-        doc = yaml.safe_load(text)
+        doc = textfile.load_yaml(text, path, "a plan")
     except yaml.YAMLError as e:
         raise BadInput(f"{path}: invalid YAML ({getattr(e, 'problem', None) or str(e).splitlines()[0]})") from None
     if not isinstance(doc, dict):
         raise BadInput(f"{path}: a plan is a mapping of recover options")
+    types = _option_types()
     out = {}
     for k, v in doc.items():
         key = str(k).replace("-", "_")
@@ -38,10 +39,76 @@ def load_plan(path: str, allowed: set[str]) -> dict:
             raise BadInput(f"{path}: {k} is not set from a plan (pass it on the command line)")
         if key not in allowed:
             raise BadInput(f"{path}: unknown option {k!r}")
-        if key in LISTS and isinstance(v, str):
+        if key in types:
+            v = _typed(path, k, v, types[key])
+        elif key in LISTS and isinstance(v, str):
             v = [v]
         out[key] = v
     return out
+
+
+def _option_types() -> dict:
+    """recover's options and their types (bool, int, float, str, an Enum, List[str]; Optional or not)."""
+    import inspect  # noqa: PLC0415
+    import typing  # noqa: PLC0415
+
+    from breakglass.cli.recover import recover  # noqa: PLC0415
+
+    hints = typing.get_type_hints(recover, include_extras=True)
+    out = {}
+    for name in inspect.signature(recover).parameters:
+        t = hints.get(name)
+        if typing.get_origin(t) is typing.Annotated:
+            t = typing.get_args(t)[0]
+        args = typing.get_args(t)
+        optional = typing.get_origin(t) is typing.Union and type(None) in args
+        if optional:
+            t = next(a for a in args if a is not type(None))
+        out[name] = (t, optional)
+    return out
+
+
+def _typed(path: str, k, v, hint):
+    """A plan's value as the flag would give it: YAML's own booleans and numbers only (never the string "false"
+    read as true), a list for a repeatable flag; anything else is one line of bad input."""
+    import enum  # noqa: PLC0415
+    import typing  # noqa: PLC0415
+
+    t, optional = hint
+    what = f"{path}: {k}"
+    number = isinstance(v, (int, float)) and not isinstance(v, bool)
+    if v is None:
+        if optional:
+            return None
+        raise BadInput(f"{what}: a {'string' if t is str else 'value'}, not empty")
+    if t is bool:
+        if isinstance(v, bool):
+            return v
+        raise BadInput(f"{what}: true or false, not {v!r}")
+    if t is int:
+        if number and float(v).is_integer():
+            return int(v)
+        raise BadInput(f"{what}: a whole number, not {v!r}")
+    if t is float:
+        if number:
+            return float(v)
+        raise BadInput(f"{what}: a number, not {v!r}")
+    if isinstance(t, type) and issubclass(t, enum.Enum):
+        values = [e.value for e in t]
+        if isinstance(v, str) and v in values:
+            return v
+        if isinstance(v, str):
+            raise BadInput(f"{path}: unknown {k} {v!r} (use {', '.join(values)})")
+        raise BadInput(f"{what}: one of {', '.join(values)}, not {v!r}")
+    if typing.get_origin(t) in (list, typing.List):
+        items = [v] if isinstance(v, str) or number else v
+        if isinstance(items, list) and all(isinstance(x, str) or (isinstance(x, (int, float))
+                                                                  and not isinstance(x, bool)) for x in items):
+            return [str(x) for x in items]
+        raise BadInput(f"{what}: a list of strings, not {v!r}")
+    if isinstance(v, str) or number:
+        return str(v)
+    raise BadInput(f"{what}: a string, not {v!r}")
 
 
 def _diagnosis_remedies(path: str) -> list[dict]:

@@ -75,3 +75,57 @@ def write_atomic(path: str, data: bytes, like: os.stat_result | None = None, mod
 def write_private(path: str, data: bytes) -> None:
     """A file of breakglass' own (state, keys, reports): mode 0600, atomically, never through a link."""
     write_atomic(path, data)
+
+
+# -- YAML the engineer hands us ------------------------------------------------------------------------------
+
+YAML_MAX_DEPTH = 100  # Kubernetes objects, plans and machine configs nest a dozen or two levels
+
+
+def load_yaml(text: str, source: str, what: str, all_documents: bool = False):
+    """``yaml.safe_load`` (or ``safe_load_all``, as a list) for files the engineer hands us: plans, manifests,
+    machine configs, webhook objects. None of them needs an anchor or an alias, so any is refused where the
+    composer meets it, before anything is expanded (a billion-laughs file is one line, not gigabytes), and so is
+    nesting deeper than YAML_MAX_DEPTH (never a RecursionError). Invalid YAML still raises yaml.YAMLError, for
+    the caller's own message."""
+    import yaml  # noqa: PLC0415
+
+    loader = _guarded_loader(yaml)(text)
+    loader.bg_source, loader.bg_what = source, what
+    try:
+        if all_documents:
+            docs = []
+            while loader.check_data():
+                docs.append(loader.get_data())
+            return docs
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+_GUARDED = None
+
+
+def _guarded_loader(yaml):
+    global _GUARDED  # noqa: PLW0603 - one class, built on first use (yaml is imported lazily)
+    if _GUARDED is None:
+        class Guarded(yaml.SafeLoader):
+            bg_depth = 0
+            bg_source = bg_what = ""
+
+            def compose_node(self, parent, index):
+                event = self.peek_event()
+                if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                    raise BadInput(f"{self.bg_source}: line {event.start_mark.line + 1}: YAML anchors and aliases "
+                                   f"(&name, *name) are not accepted in {self.bg_what}")
+                if self.bg_depth >= YAML_MAX_DEPTH:
+                    raise BadInput(f"{self.bg_source}: line {event.start_mark.line + 1}: {self.bg_what} nested "
+                                   f"deeper than {YAML_MAX_DEPTH} levels")
+                self.bg_depth += 1
+                try:
+                    return super().compose_node(parent, index)
+                finally:
+                    self.bg_depth -= 1
+
+        _GUARDED = Guarded
+    return _GUARDED

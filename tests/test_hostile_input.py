@@ -90,3 +90,90 @@ def test_check_name_refuses_a_trailing_newline():
 
     with pytest.raises(BadInput):
         check_name("kyverno\n")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 12. YAML and plan files
+
+LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8))
+
+
+def _recover_plan(tmp_path, text: str):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(text)
+    return run_cli("recover", "--plan", str(plan), "--dry-run", env={"BREAKGLASS_STATE_DIR": str(tmp_path / "st")},
+                   timeout=60)
+
+
+def _allowed():
+    import inspect
+
+    from breakglass.cli.recover import recover
+
+    return set(inspect.signature(recover).parameters) - {"plan", "auto"}
+
+
+@pytest.mark.parametrize("load", [
+    lambda t: __import__("breakglass.scripted", fromlist=["x"]).load_plan(t, _allowed()),
+    lambda t: __import__("breakglass.talos.machineconfig", fromlist=["x"]).parse(open(t).read(), t),
+    lambda t: __import__("breakglass.remedies.kubeadm_flags", fromlist=["x"])._command_flags(open(t).read(), t),
+    lambda t: __import__("breakglass.webhooks.sources", fromlist=["x"])._documents(open(t).read(), t),
+], ids=["plan", "machineconfig", "manifest", "webhook-file"])
+def test_billion_laughs_is_refused_before_it_expands(tmp_path, load):
+    from breakglass.errors import BadInput
+
+    p = tmp_path / "laughs.yaml"
+    p.write_text(LAUGHS)
+    with pytest.raises(BadInput, match="anchors and aliases"):
+        load(str(p))
+
+
+@pytest.mark.parametrize("load", [
+    lambda t: __import__("breakglass.talos.machineconfig", fromlist=["x"]).parse(open(t).read(), t),
+    lambda t: __import__("breakglass.webhooks.sources", fromlist=["x"])._documents(open(t).read(), t),
+], ids=["machineconfig", "webhook-file"])
+def test_yaml_nested_thousands_deep_is_bad_input(tmp_path, load):
+    from breakglass.errors import BadInput
+
+    p = tmp_path / "deep.yaml"
+    p.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(BadInput, match="nested"):
+        load(str(p))
+
+
+def test_billion_laughs_plan_from_the_command_line(tmp_path):
+    p = _recover_plan(tmp_path, "method: etcd\n" + LAUGHS.replace("a:", "x_a:"))
+    assert p.returncode == 2, p.stderr
+    assert "anchors and aliases" in p.stderr.decode() and len(p.stderr.decode().strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("content,match", [
+    ("method: etcd\ndry_run: \"false\"\n", "dry_run: true or false"),
+    ("method: etcd\nwait: yes please\n", "wait: true or false"),
+    ("method: etcd\nwebhook_config: {validating: x}\n", "webhook_config: a list"),
+    ("method: etcd\nnodes: [[10.0.0.1]]\n", "nodes: a list"),
+    ("method: etcd\nwait_timeout: soon\n", "wait_timeout: a number"),
+    ("method: etcd\nssh_port: 22.5\n", "ssh_port: a whole number"),
+    ("method: etcd\netcd_endpoints: [a, b]\n", "etcd_endpoints: a string"),
+    ("method: etcd\netcd_prefix:\n", "etcd_prefix: a string"),
+    ("method: [etcd]\n", "method: one of"),
+    ("method: etcd\naction: bogus\n", "unknown action 'bogus'"),
+])
+def test_malformed_plans_are_one_line_and_exit_2(tmp_path, content, match):
+    p = _recover_plan(tmp_path, content)
+    err = p.stderr.decode()
+    assert p.returncode == 2, err
+    assert match in err and "unexpected" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_plan_values_of_the_right_type_still_load(tmp_path):
+    from breakglass import scripted
+
+    p = tmp_path / "plan.yaml"
+    p.write_text("method: etcd\ndry_run: true\nwait_timeout: 60\nssh_port: 2222\nwebhook_config: validating/x\n"
+                 "nodes: [10.0.0.2, 10.0.0.3]\netcd_endpoints: https://127.0.0.1:2379\nsnapshot:\n")
+    got = scripted.load_plan(str(p), _allowed())
+    assert got["dry_run"] is True and got["wait_timeout"] == 60.0 and got["ssh_port"] == 2222
+    assert got["webhook_config"] == ["validating/x"] and got["nodes"] == ["10.0.0.2", "10.0.0.3"]
+    assert got["snapshot"] is None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from breakglass import textfile
 from breakglass.errors import BadInput
 from breakglass.remedies.admission_flags import Value
 
@@ -29,7 +30,8 @@ def parse(text: str, source: str) -> list[dict]:
     import yaml  # noqa: PLC0415
 
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in textfile.load_yaml(text, source, "a machine config", all_documents=True)
+                if d is not None]
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -39,7 +39,7 @@ def _yaml():
 def _documents(text: str, path: str) -> list:
     yaml = _yaml()
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
+        return [d for d in textfile.load_yaml(text, path, "a webhook file", all_documents=True) if d is not None]
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
