@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     UNREACHABLE = 5
     UNSUPPORTED = 6
     DECLINED = 7
+    NOT_VERIFIED = 8
     INTERRUPTED = 130
 
 
@@ -33,6 +34,8 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.UNSUPPORTED: "a capability this installation cannot load here (the offline bundle without native "
                           "code for this platform)",
     ExitCode.DECLINED: "declined: you answered no (or nothing) where breakglass asked to go on; nothing was changed",
+    ExitCode.NOT_VERIFIED: "applied, not verified: the change is made and journaled, but its effect could not be "
+                           "confirmed in time (the message says what to check)",
     ExitCode.INTERRUPTED: "interrupted; the journal says what was done",
 }
 

@@ -214,7 +214,7 @@ def list_runs(state: str | None) -> list[RunSummary]:
     return out
 
 
-CHANGED = ("applying", "applied", "verified")
+CHANGED = ("applying", "applied", "verified", "unverified")
 
 
 def open_runs(state: str | None) -> list[RunSummary]:

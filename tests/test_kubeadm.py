@@ -259,3 +259,18 @@ def test_proxyjump_through_a_bastion(sshd, node):
              "--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts, "--manifest-path", str(node["path"]))
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["result"]["steps"][0]["target"] == f"behind-bastion:{node['path']}"
+
+
+def test_a_kubelet_that_never_restarts_the_apiserver_is_applied_not_verified(tmp_path):
+    """No process ever runs with the flag (no kubelet here): the change is made and journaled, but the result
+    says so, and the exit code is not success's."""
+    path = tmp_path / "kube-apiserver.yaml"
+    shutil.copy(MANIFEST, path)
+    p = run_cli("recover", "--method", "kubeadm", "--manifest", str(path), "--verify-timeout", "1", "--yes",
+                "-o", "json", env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")})
+    assert p.returncode == 8, p.stderr
+    res = json.loads(p.stdout)["result"]
+    assert res["status"] == "applied-unverified" and res["steps"][0]["status"] == "unverified"
+    assert "applied, not verified" in res["steps"][0]["verify"] and "verified (" not in p.stdout.decode()
+    assert run_cli("revert", "--yes", env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}).returncode == 0
+    assert path.read_bytes() == open(MANIFEST, "rb").read()

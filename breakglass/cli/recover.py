@@ -50,7 +50,7 @@ from breakglass.cli._base import (
     _write_new,
     YesOpt,
 )
-from breakglass.errors import BadInput
+from breakglass.errors import BadInput, ExitCode
 
 
 class Method(str, enum.Enum):
@@ -253,8 +253,9 @@ def recover(
         if getattr(remedy, "on_wait", None):
             print("\r\033[K", end="", file=sys.stderr, flush=True)  # the kubelet spinner's line
         res.readiness = ready() if ready else (_wait_ready(list(wait_hosts)) if wait and wait_hosts else [])
-        _show(output, "RecoverResult", res, lambda: _render().run_result(res))
-        return 0
+        code = int(ExitCode.NOT_VERIFIED) if res.status == "applied-unverified" else 0
+        _show(output, "RecoverResult", res, lambda: _render().run_result(res), code)
+        return code
 
     def _recover_talos() -> int:
         from breakglass import recovery  # noqa: PLC0415

@@ -26,6 +26,11 @@ class Step:
 
 
 # Outcomes of reverting one step.
+class Unverified(str):
+    """What ``verify`` returns when the change is applied but could not be confirmed (kubelet did not restart the
+    apiserver within the wait): the run is "applied, not verified", never reported as verified."""
+
+
 RESTORED = "restored"
 ALREADY = "already-restored"
 NOT_APPLIED = "not-applied"  # the change never happened (crash before apply): nothing to undo

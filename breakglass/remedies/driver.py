@@ -13,7 +13,7 @@ from typing import Callable
 
 from breakglass.errors import BreakglassError, PreconditionFailed
 from breakglass.journal import Run
-from breakglass.remedies.base import CONFLICT, Remedy, RevertOutcome, Step
+from breakglass.remedies.base import CONFLICT, Remedy, RevertOutcome, Step, Unverified
 
 Hook = Callable[[str, Step], None]  # (transition, step): lets tests act between transitions
 
@@ -24,7 +24,7 @@ class RunResult:
     method: str
     dry_run: bool
     steps: list[dict]
-    status: str  # planned | applied | failed | interrupted
+    status: str  # planned | applied | applied-unverified | failed | interrupted
     error: str | None = None
     snapshot: dict | None = None
     readiness: list = field(default_factory=list)  # /readyz after the change, when waited for
@@ -48,10 +48,12 @@ def apply(remedy: Remedy, steps: list[Step], run: Run, hook: Hook | None = None)
             run.append("applied", step=step.id, result=result or {})
             hook("applied", step)
             detail = remedy.verify(step)
-            run.append("verified", step=step.id, detail=detail)
-            done.append({**step.to_json(), "status": "verified", "verify": detail})
-        run.append("run-finished", status="applied")
-        return RunResult(run.id, remedy.method, False, done, "applied")
+            checked = "unverified" if isinstance(detail, Unverified) else "verified"
+            run.append(checked, step=step.id, detail=str(detail))
+            done.append({**step.to_json(), "status": checked, "verify": str(detail)})
+        status = "applied-unverified" if any(d["status"] == "unverified" for d in done) else "applied"
+        run.append("run-finished", status=status)
+        return RunResult(run.id, remedy.method, False, done, status)
     except KeyboardInterrupt:
         run.append("interrupted", step=current.id if current else None)
         raise
@@ -97,7 +99,8 @@ def replay(run: Run) -> RunState:
                 st = Step.from_json(s)
                 steps[st.id] = StepState(st, "planned")
             status = "planned"
-        elif ev in ("backing-up", "backed-up", "applying", "applied", "verified") and e.get("step") in steps:
+        elif ev in ("backing-up", "backed-up", "applying", "applied", "verified", "unverified") \
+                and e.get("step") in steps:
             st = steps[e["step"]]
             st.last = ev
             if ev == "backed-up":

@@ -27,7 +27,7 @@ from breakglass.access.ssh import quoted_path, remote_path
 from breakglass.errors import BadInput, PreconditionFailed, Unreachable
 from breakglass.journal import Run
 from breakglass.remedies import admission_flags as flags
-from breakglass.remedies.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
+from breakglass.remedies.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step, Unverified
 
 DEFAULT_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
 NODE_BACKUP_DIR = "/etc/kubernetes/breakglass-backup"
@@ -226,8 +226,9 @@ class KubeadmFlags:
             if r.out.strip():
                 return f"kube-apiserver runs with {flag}"
             if time.monotonic() >= deadline:
-                return (f"manifest written, but no kube-apiserver process with {flag} within "
-                        f"{self.verify_timeout:g}s (kubelet may still be restarting it)")
+                return Unverified(f"applied, not verified: no kube-apiserver process with {flag} within "
+                                  f"{self.verify_timeout:g}s; check `crictl ps --name kube-apiserver` and "
+                                  f"`journalctl -u kubelet` on {step.data['host']}")
             if self.on_wait:
                 self.on_wait(f"{int(deadline - time.monotonic())}s left: waiting for kubelet to restart "
                              f"kube-apiserver with {flag} on {step.data['host']}")
