@@ -69,6 +69,7 @@ def story() -> None:
         run("recover", "--method", "etcd", "-w", f"{target['kind']}/{target['configuration']}",
             "--etcd-endpoints", endpoint, "--yes", state=state)
         runs = json.loads(run("runs", "-o", "json", state=state).stdout)["result"]
+        print(f"({len(runs)} run(s); the latest, {runs[-1]['run']}, is {runs[-1]['status']})")
         report = os.path.join(runs[-1]["path"], "report.md")
         print(f"\n$ head -12 {report}")
         print("".join(open(report).readlines()[:12]).rstrip())

@@ -37,5 +37,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "installing Debian packages: ${want[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${want[@]}"
+# A fresh VM's unattended upgrades hold the dpkg lock for minutes: wait for it instead of failing at once.
+lock=(-o DPkg::Lock::Timeout=600)
+$sudo apt-get "${lock[@]}" update -qq
+$sudo apt-get "${lock[@]}" install -y -qq --no-install-recommends "${want[@]}"
