@@ -159,7 +159,12 @@ def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=
             eps = ",".join(state.target.get("etcd_endpoints") or [])
             user = state.target.get("etcd_user")  # the run's user; its password is asked for again
             user = os.environ.get("ETCDCTL_USER") or (user if isinstance(user, str) else None)
-            etcd = EtcdTarget(EtcdSettings.resolve(eps or None, user=user), prefix)
+            if state.target.get("etcd_via_ssh"):  # the run's route through SSH, with today's SSH options
+                from breakglass.access import etcd_ssh  # noqa: PLC0415
+
+                etcd = EtcdTarget(etcd_ssh.reopen(state.target, ssh, user), prefix)
+            else:
+                etcd = EtcdTarget(EtcdSettings.resolve(eps or None, user=user), prefix)
         else:
             etcd = EtcdTarget(etcd.settings, prefix)
         return EtcdDelete(etcd.connect(), prefix=prefix)

@@ -264,3 +264,105 @@ def test_recover_and_revert_with_auth_keep_the_password_out_of_the_run(etcd_auth
             data = open(os.path.join(root, f), "rb").read()
             assert PASSWORD.encode() not in data and b"hunter2" not in data, f
     assert b'"etcd_user": "root"' in open(next(state.glob("runs/*/journal.jsonl")), "rb").read()
+
+
+# -- 5. runs through --etcd-via-ssh -------------------------------------------------------------------
+def _seed_tls(srv, names):
+    from breakglass.webhooks import codec, sources
+    from tests import etcd_server as es
+    from tests.test_etcd_remedy import _obj
+
+    c = es.raw_client(srv)
+    c.delete_prefix(b"/")
+    for n in names:
+        c.put(sources.etcd_key("validating", n), codec.encode_value(_obj(n)))
+    c.close()
+
+
+def _tls_present(srv, name):
+    from breakglass.webhooks import sources
+    from tests import etcd_server as es
+
+    c = es.raw_client(srv)
+    try:
+        return c.get(sources.etcd_key("validating", name))[0] is not None
+    finally:
+        c.close()
+
+
+def _via_ssh(sshd, srv):
+    port = srv.endpoint.rsplit(":", 1)[1]
+    return ["--etcd-via-ssh", "cp1", "--etcd-endpoints", f"127.0.0.1:{port}", "--etcd-cacert", srv.cacert,
+            "--etcd-cert", srv.cert, "--etcd-key", srv.key, *_ssh(sshd)]
+
+
+def test_etcd_via_ssh_run_journals_the_route_and_reverts(sshd, etcd_tls, tmp_path):
+    import json
+
+    _seed_tls(etcd_tls, ["policy-a", "policy-b"])
+    state = tmp_path / "state"
+    env = {"BREAKGLASS_STATE_DIR": str(state)}
+    p = run_cli("recover", "--method", "etcd", "-w", "policy-a", "--yes", *_via_ssh(sshd, etcd_tls), env=env)
+    assert p.returncode == 0, p.stderr
+    assert not _tls_present(etcd_tls, "policy-a")
+    [journal] = state.glob("runs/*/journal.jsonl")
+    started = next(e for e in map(json.loads, open(journal)) if e["event"] == "planned")
+    port = etcd_tls.endpoint.rsplit(":", 1)[1]
+    assert started["target"]["etcd_via_ssh"] == "cp1", started
+    assert started["target"]["etcd_endpoints"] == [f"https://127.0.0.1:{port}"]  # the node's view, no forward port
+    assert started["target"]["etcd_node_certs"] == {"cacert": etcd_tls.cacert, "cert": etcd_tls.cert,
+                                                    "key": etcd_tls.key}
+    # revert with only the SSH options: the journal's route (as after a reboot of the bastion)
+    r = run_cli("revert", "--yes", *_ssh(sshd), env=env)
+    assert r.returncode == 0, r.stderr
+    assert _tls_present(etcd_tls, "policy-a")
+    # etcd restore and revert take --etcd-via-ssh and the SSH options
+    p = run_cli("recover", "--method", "etcd", "-w", "policy-b", "--yes", *_via_ssh(sshd, etcd_tls), env=env)
+    assert p.returncode == 0, p.stderr
+    run = sorted(state.glob("runs/*"))[-1].name
+    r = run_cli("etcd", "restore", run, "--yes", *_via_ssh(sshd, etcd_tls), env=env)
+    assert r.returncode == 0, r.stderr
+    assert _tls_present(etcd_tls, "policy-b")
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_signal_at_the_prompt_leaves_no_client_key_on_disk(sshd, etcd_tls, tmp_path, sig):
+    import pty
+    import select
+    import signal
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    _seed_tls(etcd_tls, ["policy-a"])
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    master, slave = pty.openpty()
+    env = dict(os.environ, TMPDIR=str(tmp), BREAKGLASS_STATE_DIR=str(tmp_path / "state"))
+    proc = subprocess.Popen([sys.executable, "-m", "breakglass", "recover", "--method", "etcd", "-w", "policy-a",
+                             *_via_ssh(sshd, etcd_tls)], stdin=slave, stdout=slave, stderr=slave, cwd=ROOT,
+                            env=env, start_new_session=True)
+    os.close(slave)
+    seen, deadline = b"", time.monotonic() + 60
+    while b"Type yes" not in seen and time.monotonic() < deadline:
+        if select.select([master], [], [], 0.5)[0]:
+            try:
+                seen += os.read(master, 4096)
+            except OSError:
+                break
+    assert b"Type yes" in seen, seen
+    proc.send_signal(getattr(signal, sig))
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        # gRPC's own threads can take the signal and leave the main thread asleep at the prompt (see the
+        # report of issue 17); then a supervisor's SIGKILL follows: the key must not be on disk either way
+        proc.kill()
+        proc.wait(10)
+    os.close(master)
+    key = open(etcd_tls.key, "rb").read()
+    left = [os.path.join(d, f) for d, _, fs in os.walk(tmp) for f in fs]
+    assert not [f for f in left if key in open(f, "rb").read()], left
+    assert not os.listdir(tmp), os.listdir(tmp)
+    assert _tls_present(etcd_tls, "policy-a")

@@ -39,6 +39,24 @@ class EtcdSettings:
     user: str | None = None
     # never shown: not in repr (tracebacks, -v), not compared, never journaled
     password: str | None = field(default=None, repr=False, compare=False)
+    # TLS files' contents held in memory (read from a node over SSH): never written to disk
+    pem: dict | None = field(default=None, repr=False, compare=False)
+    # how etcd is reached when not directly: {"ssh": host, "endpoint": as seen from the node, "cacert"/"cert"/
+    # "key": paths on the node}; the local forward port in ``endpoints`` dies with this process
+    route: dict | None = None
+
+    def journal_target(self) -> dict:
+        """What a run records about reaching etcd, to reach it again on revert: endpoints (for a route through
+        SSH: the host, the endpoint as seen from it and the certificate paths there) and the user name;
+        never a password, never a forward port."""
+        out: dict = {"etcd_endpoints": list(self.endpoints)}
+        if self.route:
+            out["etcd_endpoints"] = [self.route["endpoint"]]
+            out["etcd_via_ssh"] = self.route["ssh"]
+            out["etcd_node_certs"] = {k: self.route[k] for k in ("cacert", "cert", "key") if self.route.get(k)}
+        if self.user:
+            out["etcd_user"] = self.user
+        return out
 
     @classmethod
     def resolve(cls, endpoints: str | None = None, cacert: str | None = None, cert: str | None = None,
@@ -72,7 +90,8 @@ class EtcdSettings:
 
     @property
     def secure(self) -> bool:
-        return bool(self.cacert) or any(e.startswith("https://") for e in self.endpoints)
+        return bool(self.cacert) or bool(self.pem and self.pem.get("cacert")) or any(
+            e.startswith("https://") for e in self.endpoints)
 
 
 def credentials(user: str | None, password: str | None, env=None, prompt=None) -> tuple[str | None, str | None]:
@@ -160,7 +179,7 @@ class Etcd:
         eps = []
         for e in self.settings.endpoints:
             host, port, https = _parse_endpoint(e)
-            secure = https or bool(self.settings.cacert)
+            secure = https or bool(self.settings.cacert or (self.settings.pem or {}).get("cacert"))
             eps.append(pyetcd.Endpoint(host, port, secure=secure, creds=creds if secure else None))
         # With a user, the client authenticates here (a token for every later call).
         self._client = pyetcd.MultiEndpointEtcd3Client(endpoints=eps, timeout=self.settings.timeout,
@@ -357,7 +376,9 @@ def _credentials(s: EtcdSettings):
         except OSError as e:
             raise BadInput(f"{path}: {e.strerror}") from None
 
-    return grpc.ssl_channel_credentials(read(s.cacert), read(s.key), read(s.cert))
+    pem = s.pem or {}
+    return grpc.ssl_channel_credentials(pem.get("cacert") or read(s.cacert), pem.get("key") or read(s.key),
+                                        pem.get("cert") or read(s.cert))
 
 
 def _prefix_end(prefix: bytes) -> bytes:

@@ -1,16 +1,15 @@
 """etcd through SSH: a local port forwarded to the node's 127.0.0.1:2379, with the node's
-client certificate read into 0600 temporary files that are removed when breakglass exits.
+client certificate and key read into this process's memory only: never written to a file,
+so no signal, crash or full disk can leave the key behind in /tmp.
 
 etcd is never exposed: nothing listens but a loopback port on this machine, for this process.
+A run journals the route (the host, the endpoint as the node sees it, the certificate paths
+there), not the forward port, which dies with the process; ``reopen`` reaches etcd again that way.
 """
 
 from __future__ import annotations
 
-import atexit
-import os
-import tempfile
-
-from breakglass.access.etcd import EtcdSettings
+from breakglass.access.etcd import EtcdSettings, _parse_endpoint, credentials
 from breakglass.access.ssh import quoted_path, remote_path
 from breakglass.errors import BadInput, Unreachable
 
@@ -19,19 +18,16 @@ KUBEADM_PKI = {"cacert": "/etc/kubernetes/pki/etcd/ca.crt",
                "key": "/etc/kubernetes/pki/apiserver-etcd-client.key"}
 
 
-def _fetch(node, path: str, tmpdir: str, name: str) -> str:
+def _fetch(node, path: str) -> bytes:
     r = node.run(f"cat -- {quoted_path(path, 'etcd certificate path')}")
     if r.rc != 0:
         raise BadInput(f"{node.host}:{path}: {r.err.decode('utf-8', 'replace').strip()[:200] or 'cannot read'}")
-    local = os.path.join(tmpdir, name)
-    fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(r.out)
-    return local
+    return r.out
 
 
 def tunnel(node, cacert: str | None, cert: str | None, key: str | None, timeout: float | None,
-           remote_port: int = 2379, user: str | None = None, password: str | None = None) -> EtcdSettings:
+           remote_port: int = 2379, user: str | None = None, password: str | None = None,
+           remote_host: str = "127.0.0.1") -> EtcdSettings:
     """EtcdSettings that reach etcd on ``node`` through SSH. Certificate paths are on the node
     (kubeadm's by default); ``cacert`` alone means TLS without a client certificate."""
     paths = {"cacert": cacert, "cert": cert, "key": key}
@@ -39,22 +35,31 @@ def tunnel(node, cacert: str | None, cert: str | None, key: str | None, timeout:
         paths = dict(KUBEADM_PKI)
     for p in paths.values():
         if p:
-            remote_path(p, "etcd certificate path")  # before anything is made or run
-    tmpdir = tempfile.mkdtemp(prefix="breakglass-etcd-")
-    os.chmod(tmpdir, 0o700)
-
-    def cleanup():
-        for f in os.listdir(tmpdir):
-            os.unlink(os.path.join(tmpdir, f))
-        os.rmdir(tmpdir)
-
-    atexit.register(cleanup)
-    local = {k: _fetch(node, v, tmpdir, k) for k, v in paths.items() if v}
+            remote_path(p, "etcd certificate path")  # before anything is run
+    pem = {k: _fetch(node, v) for k, v in paths.items() if v}
     try:
-        host, port, _ = node.forward("127.0.0.1", remote_port)
+        host, port, _ = node.forward(remote_host, remote_port)
     except Exception as e:  # noqa: BLE001
         raise Unreachable(f"ssh {node.host}: cannot forward to etcd ({e})") from None
-    scheme = "https" if local else "http"
-    return EtcdSettings(endpoints=(f"{scheme}://{host}:{port}",), cacert=local.get("cacert"),
-                        cert=local.get("cert"), key=local.get("key"), timeout=timeout or 5.0, user=user,
-                        password=password)
+    scheme = "https" if pem else "http"
+    route = {"ssh": node.host, "endpoint": f"{scheme}://{remote_host}:{remote_port}",
+             **{k: v for k, v in paths.items() if v}}
+    return EtcdSettings(endpoints=(f"{scheme}://{host}:{port}",), timeout=timeout or 5.0, user=user,
+                        password=password, pem=pem or None, route=route)
+
+
+def reopen(target: dict, ssh_options, user: str | None = None, timeout: float | None = None) -> EtcdSettings:
+    """Reach etcd again the way a run's journal says it was reached (``EtcdSettings.journal_target``)."""
+    from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
+
+    host = target.get("etcd_via_ssh")
+    eps = target.get("etcd_endpoints") or ["127.0.0.1:2379"]
+    certs = target.get("etcd_node_certs") or {}
+    if not isinstance(host, str) or not host or host.startswith("-") or not isinstance(eps, list) \
+            or not isinstance(certs, dict) or not all(isinstance(v, str) for v in certs.values()):
+        raise BadInput("the run's journal has no usable SSH route to etcd (etcd_via_ssh, etcd_endpoints)")
+    rhost, rport, _ = _parse_endpoint(str(eps[0]))
+    user, password = credentials(user, None)  # asked for before connecting
+    node = Node(host, ssh_options or SshOptions()).connect()
+    return tunnel(node, certs.get("cacert"), certs.get("cert"), certs.get("key"), timeout, rport, user, password,
+                  remote_host=rhost)

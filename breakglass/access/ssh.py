@@ -10,9 +10,11 @@ sudo that wants a password is said so in one line.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import shlex
+import signal
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -30,6 +32,26 @@ class SshOptions:
     config: str = "~/.ssh/config"
     known_hosts: str = "~/.ssh/known_hosts"
     timeout: float = 10.0
+
+
+_INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def interrupts_to_main_thread():
+    """Threads started inside (paramiko's transport, port forwards, gRPC's) never take SIGINT, SIGTERM or
+    SIGHUP: the kernel gives a process signal to any thread that does not block it, and one taken by a
+    helper thread leaves the main thread asleep at a prompt (`Type yes`), never interrupted, its secrets
+    never cleaned up. Threads inherit the mask they are created with; the main thread's is restored."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+    except (AttributeError, ValueError, OSError):  # not POSIX
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def remote_path(path: str, what: str = "remote path") -> str:
@@ -98,10 +120,11 @@ class Node:
         self._load_known_hosts(client)
         client.set_missing_host_key_policy(_Policy(self.options, self.host))
         try:
-            client.connect(hostname, port=port, username=self.user, key_filename=[k for k in keys if k] or None,
-                           timeout=self.options.timeout, banner_timeout=self.options.timeout,
-                           auth_timeout=self.options.timeout, sock=sock, look_for_keys=not keys,
-                           allow_agent=True)
+            with interrupts_to_main_thread():
+                client.connect(hostname, port=port, username=self.user, key_filename=[k for k in keys if k] or None,
+                               timeout=self.options.timeout, banner_timeout=self.options.timeout,
+                               auth_timeout=self.options.timeout, sock=sock, look_for_keys=not keys,
+                               allow_agent=True)
         except paramiko.BadHostKeyException as e:
             raise Unreachable(f"ssh {self.host}: HOST KEY MISMATCH: the server offers {fingerprint(e.key)}, "
                               f"known_hosts has {fingerprint(e.expected_key)}; refusing (possible man in the middle)",
@@ -259,7 +282,8 @@ class Forward:
         self.sock.listen(8)
         self.port = self.sock.getsockname()[1]
         self._stop = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        with interrupts_to_main_thread():  # and the pipes' threads it starts inherit the mask
+            threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
         while not self._stop:

@@ -64,7 +64,8 @@ SshConfigOpt = Annotated[str, typer.Option(help="OpenSSH client config to honour
 KnownHostsOpt = Annotated[str, typer.Option(help="known_hosts file.")]
 EtcdViaSshOpt = Annotated[Optional[str], typer.Option(
     help="Reach etcd on this node's 127.0.0.1:2379 through SSH; --etcd-cacert/--etcd-cert/--etcd-key are then "
-         "paths on the node (default: kubeadm's).", show_default=False)]
+         "paths on the node (default: kubeadm's), read into memory only. A run journals this route: revert and "
+         "etcd restore take it again with no etcd options.", show_default=False)]
 
 
 

@@ -17,11 +17,18 @@ from breakglass.cli._base import (
     EtcdPasswordOpt,
     EtcdPrefixOpt,
     EtcdUserOpt,
+    EtcdViaSshOpt,
+    KnownHostsOpt,
     Output,
     OutputOpt,
     _progress_bytes,
     _run,
     _show,
+    SshAcceptNewOpt,
+    SshConfigOpt,
+    SshKeyOpt,
+    SshPortOpt,
+    SshUserOpt,
     StateDirOpt,
     TimeoutOpt,
     VerboseOpt,
@@ -164,6 +171,10 @@ def etcd_restore(
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
     etcd_key: EtcdKeyOpt = None,
     etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None, timeout: TimeoutOpt = None,
+    etcd_via_ssh: EtcdViaSshOpt = None,
+    ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
+    ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
+    known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
     state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
 ) -> None:
@@ -172,10 +183,12 @@ def etcd_restore(
     Examples:
 
       breakglass etcd restore 20261130T081500Z-3fa2c1 --dry-run
+
+      breakglass etcd restore 20261130T081500Z-3fa2c1 --etcd-via-ssh cp1 --yes
     """
     revert(run=run, force=force, etcd_endpoints=etcd_endpoints, etcd_cacert=etcd_cacert, etcd_cert=etcd_cert,
-           etcd_key=etcd_key, etcd_user=etcd_user, etcd_password=etcd_password, timeout=timeout, talosconfig=None,
-           talos_context=None, talos_endpoints=None,
-           talosctl="talosctl", ssh_user=None, ssh_key=None, ssh_port=None, ssh_accept_new=False,
-           ssh_config="~/.ssh/config", known_hosts="~/.ssh/known_hosts", kubeconfig=None, context=None,
+           etcd_key=etcd_key, etcd_user=etcd_user, etcd_password=etcd_password, timeout=timeout,
+           etcd_via_ssh=etcd_via_ssh, talosconfig=None, talos_context=None, talos_endpoints=None,
+           talosctl="talosctl", ssh_user=ssh_user, ssh_key=ssh_key, ssh_port=ssh_port, ssh_accept_new=ssh_accept_new,
+           ssh_config=ssh_config, known_hosts=known_hosts, kubeconfig=None, context=None,
            state_dir=state_dir, dry_run=dry_run, yes=yes, output=output, verbose=verbose)

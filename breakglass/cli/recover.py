@@ -371,7 +371,7 @@ def revert(
     force: Annotated[bool, typer.Option(help="Overwrite targets that changed since the run.")] = False,
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
     etcd_key: EtcdKeyOpt = None, etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None,
-    timeout: TimeoutOpt = None,
+    timeout: TimeoutOpt = None, etcd_via_ssh: EtcdViaSshOpt = None,
     talosconfig: TalosconfigOpt = None, talos_context: TalosContextOpt = None,
     talos_endpoints: TalosEndpointsOpt = None, talosctl: TalosctlOpt = "talosctl",
     ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
@@ -394,17 +394,21 @@ def revert(
       breakglass revert 20261130T081500Z-3fa2c1 --yes
 
       breakglass revert ./copied-run-dir --etcd-endpoints https://10.0.0.2:2379 ...
+
+      breakglass revert 20261130T081500Z-3fa2c1 --ssh-user admin   # an --etcd-via-ssh run: the same route
     """
 
     def body() -> int:
         from breakglass import recovery  # noqa: PLC0415
 
         target = None
-        if etcd_endpoints or etcd_cacert or etcd_cert or etcd_key or etcd_user or etcd_password or timeout:
-            # the prefix is the run's own (from its journal), whatever is given here
-            target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, "/registry", timeout,
-                                  etcd_user=etcd_user, etcd_password=etcd_password)
         ssh_opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
+        if etcd_endpoints or etcd_cacert or etcd_cert or etcd_key or etcd_user or etcd_password or timeout \
+                or etcd_via_ssh:
+            # the prefix is the run's own (from its journal), whatever is given here; with none of these, etcd
+            # is reached as the journal says (an --etcd-via-ssh run: through SSH to the same node again)
+            target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, "/registry", timeout,
+                                  etcd_via_ssh, ssh_opts, etcd_user, etcd_password)
         talos = None
         if talosconfig or talos_context or talos_endpoints or talosctl != "talosctl":
             talos = _talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout)

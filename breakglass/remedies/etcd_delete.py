@@ -89,10 +89,8 @@ class EtcdDelete:
         self.prefix = prefix
 
     def describe_target(self) -> dict:
-        t = {"etcd_endpoints": list(self.etcd.settings.endpoints), "etcd_prefix": self.prefix}
-        if self.etcd.settings.user:
-            t["etcd_user"] = self.etcd.settings.user  # the name only: a password is never journaled
-        return t
+        # the way back to etcd (through SSH: the route, not the forward port); a user's name, never a password
+        return {**self.etcd.settings.journal_target(), "etcd_prefix": self.prefix}
 
     # -- plan ------------------------------------------------------------------------------------
     def resolve(self) -> list[tuple[Target, KV]]:
@@ -159,7 +157,7 @@ class EtcdDelete:
         value_sha = run.write_backup(f"{step.id}.value", kv.value)
         meta = {"key_b64": step.data["key_b64"], "key": step.target, "create_revision": kv.create_revision,
                 "mod_revision": kv.mod_revision, "version": kv.version, "value_sha256": value_sha,
-                "etcd_endpoints": list(self.etcd.settings.endpoints)}
+                "etcd_endpoints": self.etcd.settings.journal_target()["etcd_endpoints"]}
         meta_sha = run.write_backup(f"{step.id}.meta.json", json.dumps(meta, indent=2, sort_keys=True).encode())
         info = {"value": f"{step.id}.value", "value_sha256": value_sha, "meta": f"{step.id}.meta.json",
                 "meta_sha256": meta_sha, "mod_revision": kv.mod_revision}
