@@ -366,3 +366,38 @@ def test_a_signal_at_the_prompt_leaves_no_client_key_on_disk(sshd, etcd_tls, tmp
     assert not [f for f in left if key in open(f, "rb").read()], left
     assert not os.listdir(tmp), os.listdir(tmp)
     assert _tls_present(etcd_tls, "policy-a")
+
+
+def test_a_missing_etcd_password_is_asked_for_hidden_on_a_terminal(etcd_auth, tmp_path):
+    import pty
+    import select
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    _put(etcd_auth, "/registry/validatingwebhookconfigurations/policy-prompt", None)
+    master, slave = pty.openpty()
+    env = dict(os.environ, BREAKGLASS_STATE_DIR=str(tmp_path / "state"), **_no_etcdctl_env())
+    proc = subprocess.Popen([sys.executable, "-m", "breakglass", "etcd", "list", "--etcd-endpoints",
+                             etcd_auth.endpoint, "--etcd-user", "root"], stdin=slave, stdout=slave, stderr=slave,
+                            cwd=ROOT, env=env, start_new_session=True)
+    os.close(slave)
+
+    def read_until(marker, seen=b""):
+        deadline = time.monotonic() + 60
+        while marker not in seen and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.5)[0]:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+        return seen
+
+    seen = read_until(b"etcd password for root: ")
+    assert b"etcd password for root: " in seen, seen
+    os.write(master, PASSWORD.encode() + b"\n")
+    seen = read_until(b"policy-prompt", seen)
+    assert proc.wait(30) == 0, seen
+    os.close(master)
+    assert b"policy-prompt" in seen and PASSWORD.encode() not in seen  # not echoed, not printed
