@@ -57,11 +57,34 @@ def test_invalid_utf8_is_read_anyway(tmp_path):
     assert diagnose_paths([str(p)])[0].findings
 
 
-def test_empty_file_is_nothing_found_with_a_warning(tmp_path):
+def test_an_empty_file_is_no_all_clear(tmp_path):
     p = tmp_path / "empty.log"
     p.write_bytes(b"")
-    d, warnings = diagnose_paths([str(p)])
-    assert d.findings == [] and any("empty" in w for w in warnings)
+    with pytest.raises(BadInput, match="read nothing from .*empty.log"):
+        diagnose_paths([str(p)])
+
+
+@pytest.mark.parametrize("content", [b"\x00\x01\x02" * 5000, b"apiVersion: v1\nkind: List\nitems: []\n",
+                                     b"QUJD" * 50000])
+def test_what_is_not_a_log_is_bad_input_not_nothing_found(tmp_path, content):
+    p = tmp_path / "thing"
+    p.write_bytes(content)
+    with pytest.raises(BadInput, match="none of it is a log|binary data, not a text log"):
+        diagnose_paths([str(p)])
+
+
+def test_a_log_with_nothing_wrong_in_it_is_still_an_all_clear(tmp_path):
+    p = tmp_path / "ok.log"
+    p.write_bytes(b"I1130 03:00:00.000000       1 controller.go:1] all quiet\n")
+    d, _ = diagnose_paths([str(p)])
+    assert d.findings == [] and d.verdict.state == "clear"
+
+
+def test_a_failed_pipe_is_exit_2_not_nothing_found():
+    from tests.conftest import run_cli
+
+    p = run_cli("diagnose", stdin=b"")
+    assert p.returncode == 2 and b"read nothing from <stdin>" in p.stderr and b"nothing found" not in p.stdout
 
 
 def test_missing_file(tmp_path):

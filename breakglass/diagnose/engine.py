@@ -7,6 +7,7 @@ events become findings.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 import time
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterable
@@ -39,6 +40,7 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
     gate = signatures.RECORD_GATE.search
     corr = Correlator(opts.max_evidence)
     total_bytes = total_lines = candidates = 0
+    log_like = False
     t0 = time.perf_counter()
     for src in srcs:
         counted = _Counting(sources.read_chunks(src), src.name, opts.progress)
@@ -59,10 +61,11 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
             warnings.append(f"{src.name} is empty")
         total_bytes += counted.bytes
         total_lines += scanner.lines
+        log_like = log_like or looks_like_log(counted.head)
     found, verdict, notices = _findings.build_all(corr)
     stats = ScanStats(sources=[s.name for s in srcs], bytes=total_bytes, lines=total_lines,
                       candidates=candidates, matched=corr.matched, engine=scanner.engine,
-                      seconds=round(time.perf_counter() - t0, 3))
+                      seconds=round(time.perf_counter() - t0, 3), log_like=log_like)
     return Diagnosis(verdict=verdict, findings=found, remedies=remedies.options(found), stats=stats, notices=notices)
 
 
@@ -116,6 +119,49 @@ def _parse(text: bytes, source: str, line: int, end_line: int, year: int) -> lis
     return out
 
 
+LOG_SAMPLE = 64 << 10
+# What a line of some log looks like, in any format diagnose reads: klog (behind any prefix), JSON logging and
+# audit events, an RFC 3339, Go or syslog timestamp (CRI, kubectl --timestamps, journald, a webhook pod's log).
+_LOG_LIKE = re.compile(
+    rb"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ "
+    rb'|"(?:ts|time|timestamp|msg|message|log|auditID|level)"\s*:'
+    rb"|\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d"
+    rb"|(?m:^[^\n]{0,40}?[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d )"
+    rb"|Error from server")
+_K8S_OBJECT = re.compile(rb"(?m)^(?:apiVersion|kind):\s*\S|^\s*\{\s*\"(?:apiVersion|kind)\"")
+
+
+def looks_like_log(sample: bytes) -> bool:
+    """Whether the first bytes of a source could be a log (of any kind, pasted too): not empty, not binary, not
+    a YAML or JSON object file, not one long run of base64."""
+    if not sample.strip():
+        return False
+    if _LOG_LIKE.search(sample):
+        return True
+    if b"\x00" in sample or sum(b < 9 or 13 < b < 32 for b in sample[:4096]) > len(sample[:4096]) // 20:
+        return False
+    if _K8S_OBJECT.search(sample[:4096]):
+        return False
+    lines = sample.splitlines()[:50]
+    return not all(b" " not in ln.strip() and len(ln) > 60 for ln in lines if ln.strip())  # base64, hex dumps
+
+
+def require_log(diag: Diagnosis) -> None:
+    """"Nothing found" in what is not a log at all (an empty pipe from a failed talosctl, a binary file, YAML,
+    base64) would be a false all-clear: that is bad input, saying what was read."""
+    from breakglass.errors import BadInput  # noqa: PLC0415
+
+    s = diag.stats
+    if diag.findings or diag.notices or s.log_like:
+        return
+    names = ", ".join(s.sources) or "no source"
+    if s.bytes:
+        raise BadInput(f"read {s.bytes} bytes from {names}, and none of it is a log: nothing to diagnose",
+                       hint="webhook configurations go to `breakglass audit -f FILE`")
+    raise BadInput(f"read nothing from {names}: no kube-apiserver log to diagnose",
+                   hint="check the command that should have produced the log (talosctl, kubectl, ssh)")
+
+
 class _Counting:
     """Pass chunks through, counting bytes on the way (the scanner counts lines)."""
 
@@ -126,10 +172,13 @@ class _Counting:
         self._name = name
         self._progress = progress
         self.bytes = 0
+        self.head = b""  # the first 64 KiB, to tell a log from something else
 
     def __iter__(self):
         next_report = self.PROGRESS_EVERY
         for c in self._chunks:
+            if not self.bytes:
+                self.head = bytes(c[:LOG_SAMPLE])
             self.bytes += len(c)
             if self._progress and self.bytes >= next_report:
                 self._progress(self._name, self.bytes)
@@ -142,4 +191,5 @@ def diagnose_paths(paths: list[str], opts: Options | None = None, stdin: BinaryI
     warnings: list[str] = []
     srcs = (sources.expand(paths, stdin=stdin) if paths else []) + list(extra_sources)
     diag = diagnose_sources(srcs, opts, warnings)
+    require_log(diag)
     return diag, warnings

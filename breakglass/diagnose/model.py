@@ -101,6 +101,7 @@ class ScanStats:
     matched: int
     engine: str
     seconds: float
+    log_like: bool = True  # some source's first 64 KiB looks like a log (not empty, binary, YAML or base64)
 
 
 @dataclass
