@@ -39,12 +39,20 @@ def plan_etcd(target: EtcdTarget, refs: list[str], kinds: list[str] | None = Non
 
 def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_path: str | None = None,
             progress=None, hook=None) -> driver.RunResult:
+    if snapshot_path and remedy.method != "etcd":
+        raise BadInput("--snapshot goes with --method etcd")
     run = Run.create(journal.state_dir(state), "recover", {"method": remedy.method, **meta})
     snap = None
     if snapshot_path:
-        if remedy.method != "etcd":
-            raise BadInput("--snapshot goes with --method etcd")
-        snap = take_snapshot(remedy.etcd, run, snapshot_path, progress)
+        try:
+            snap = take_snapshot(remedy.etcd, run, snapshot_path, progress)
+        except (BreakglassError, KeyboardInterrupt) as e:
+            # nothing was changed: the run ends here, as failed (or interrupted), never left "started"
+            run.append("interrupted" if isinstance(e, KeyboardInterrupt) else "failed", step=None,
+                       error=str(e) or "interrupted", kind=getattr(e, "kind", "interrupted"))
+            if isinstance(e, BreakglassError):
+                e.hint = (f"{e.hint}; " if e.hint else "") + f"nothing was changed; run {run.id} is closed as failed"
+            raise
     try:
         result = driver.apply(remedy, steps, run, hook)
     except KeyboardInterrupt:

@@ -248,3 +248,22 @@ def test_an_interrupted_snapshot_never_sits_at_its_name(etcd_clean, tmp_path):
 def test_a_snapshot_into_a_missing_directory_is_bad_input(etcd_clean, tmp_path):
     p = run_cli("etcd", "snapshot", str(tmp_path / "no" / "such" / "snap.db"), "--etcd-endpoints", etcd_clean.endpoint)
     assert p.returncode == 2 and b"no such file or directory" in p.stderr and b"unexpected" not in p.stderr, p.stderr
+
+
+def test_a_snapshot_that_cannot_be_taken_leaves_no_orphan_run(etcd_clean, tmp_path):
+    from breakglass import recovery
+    from breakglass.webhooks import codec, sources
+    from tests import etcd_server as es
+    from tests.test_codec import KYVERNO
+
+    c = es.raw_client(etcd_clean)
+    c.put(sources.etcd_key("validating", KYVERNO["metadata"]["name"]), codec.encode_value(KYVERNO))
+    c.close()
+    state = str(tmp_path / "state")
+    p = run_cli("recover", "--method", "etcd", "-w", KYVERNO["metadata"]["name"], "--etcd-endpoints",
+                etcd_clean.endpoint, "--snapshot", str(tmp_path / "no" / "dir" / "s.db"), "--yes",
+                env={"BREAKGLASS_STATE_DIR": state})
+    assert p.returncode == 2 and b"unexpected" not in p.stderr and b"nothing was changed" in p.stderr, p.stderr
+    [summary] = recovery.list_runs(state)
+    assert summary.status == "failed"  # closed, not "started" forever
+    assert recovery.open_runs(state) == []
