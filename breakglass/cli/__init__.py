@@ -17,6 +17,35 @@ from breakglass.cli._base import Output, _emit_error, app
 
 COMMANDS = (wizard, diagnose, inventory, recover, etcd, sandbox, leaks, about)
 
+
+def _examples_verbatim(doc: str | None) -> str | None:
+    """Help is rewrapped to the terminal, which split example commands inside names
+    (`kyverno-resource-validating-webhook-` / `cfg`) and across lines, so they no longer pasted. Click prints a
+    paragraph that starts with \\b as written: every example paragraph gets one."""
+    if not doc or "Examples:" not in doc:
+        return doc
+    head, _, tail = doc.partition("Examples:")
+    paragraphs = tail.split("\n\n")
+    def mark(p: str) -> str:
+        body = p.lstrip("\n")
+        if not body.strip() or body.lstrip().startswith("\b"):
+            return p
+        indent = body[:len(body) - len(body.lstrip(" "))]  # the docstring's own, so cleandoc strips it alike
+        return indent + "\b\n" + body
+
+    return head + "Examples:" + "\n\n".join(mark(p) for p in paragraphs)
+
+
+def _verbatim_examples_everywhere(t) -> None:
+    for info in list(t.registered_commands) + [g.typer_instance for g in t.registered_groups]:
+        if hasattr(info, "registered_commands"):
+            _verbatim_examples_everywhere(info)
+        elif info.callback is not None:
+            info.callback.__doc__ = _examples_verbatim(info.callback.__doc__)
+
+
+_verbatim_examples_everywhere(app)
+
 __all__ = ["app", "main", "bundle_main", "kubectl_main", "kubectl_complete_main"]
 
 
