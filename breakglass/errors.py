@@ -68,6 +68,13 @@ class AlreadyApplied(BreakglassError):
     kind = "already-applied"
 
 
+class NothingToDo(BreakglassError):
+    """Nothing is left to do (every run reverted): success, said so (exit 0), as reverting twice is harmless."""
+
+    exit_code = ExitCode.OK
+    kind = "nothing-to-do"
+
+
 class Declined(BreakglassError):
     """The engineer said no, or gave up at a question: not an interrupt, and nothing was changed."""
 

@@ -184,8 +184,10 @@ def latest_unreverted(state: str | None) -> Run:
         st = driver.replay(run)
         if st.status not in ("reverted",) and any(s.backup for s in st.steps):
             return run
-    raise BadInput(f"no run left to revert in {journal.state_dir(state)}",
-                   hint="`breakglass runs` lists them; name one to revert it again")
+    from breakglass.errors import NothingToDo  # noqa: PLC0415
+
+    raise NothingToDo(f"nothing left to revert in {journal.state_dir(state)}: every run is reverted or changed "
+                      f"nothing", hint="`breakglass runs` lists them; name one to revert it again")
 
 
 def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, force: bool = False,

@@ -267,3 +267,13 @@ def test_a_snapshot_that_cannot_be_taken_leaves_no_orphan_run(etcd_clean, tmp_pa
     [summary] = recovery.list_runs(state)
     assert summary.status == "failed"  # closed, not "started" forever
     assert recovery.open_runs(state) == []
+
+
+def test_reverting_twice_is_harmless_and_says_so(tmp_path):
+    d, path = _cfg(tmp_path)
+    before = path.read_bytes()
+    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 0
+    assert _cli(tmp_path, "revert", "--yes").returncode == 0
+    again = _cli(tmp_path, "revert", "--yes")
+    assert again.returncode == 0 and b"nothing left to revert" in again.stdout, again.stderr
+    assert path.read_bytes() == before
