@@ -173,8 +173,9 @@ def run_result(r) -> str:
     return "\n".join(out)
 
 
-def revert_result(r) -> str:
-    head = "dry run, nothing changed: " if r.dry_run else ""
+def revert_result(r, preview: bool = False) -> str:
+    """A revert's outcome; ``preview``: the plan shown before a real revert, which is not a dry run."""
+    head = "plan (nothing changed yet): " if preview else ("dry run, nothing changed: " if r.dry_run else "")
     out = [f"{head}revert of run {r.run}: {r.status}"]
     for o in r.outcomes:
         out.append(f"  {o.step}: {o.outcome}: {o.detail}")

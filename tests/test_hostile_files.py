@@ -277,3 +277,11 @@ def test_reverting_twice_is_harmless_and_says_so(tmp_path):
     again = _cli(tmp_path, "revert", "--yes")
     assert again.returncode == 0 and b"nothing left to revert" in again.stdout, again.stderr
     assert path.read_bytes() == before
+
+
+def test_a_real_revert_never_says_dry_run(tmp_path):
+    d, path = _cfg(tmp_path)
+    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 0
+    p = _cli(tmp_path, "revert", "--yes")
+    assert p.returncode == 0 and b"dry run" not in p.stdout and b"plan (nothing changed yet)" in p.stdout
+    assert p.stdout.decode().strip().splitlines()[-2].startswith("revert of run ")  # the outcome, last

@@ -419,7 +419,7 @@ def revert(
                 _show(output, "RevertResult", preview, lambda: _render().revert_result(preview))
                 return 0
             if output is Output.text:
-                print(_render().revert_result(preview))
+                print(_render().revert_result(preview, preview=True))
             _confirm(f"Revert run {preview.run}?", yes)
         res = recovery.revert_run(run, state_dir, target, force=force, dry_run=dry_run, talos=talos, ssh=ssh_opts,
                                   kube=(kubeconfig, context))
