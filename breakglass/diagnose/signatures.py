@@ -77,7 +77,7 @@ READYZ_ITEM = re.compile(r"\[-\]\s*poststarthook/(?P<hook>[\w./-]+)\s*failed:?\s
 READYZ_LOG = re.compile(r"check\s*failed:?\s*(?P<probe>readyz|livez|healthz)?")
 _READYZ_CHECKS = re.compile(r"(?P<checks>[\w./,-]*poststarthook/[\w./,-]*)\s*$")
 NOT_READY = re.compile(r"not\s*yet\s*ready\s*to\s*handle\s*request")
-_NOT_READY_OBJ = re.compile(r"(?P<res>[a-z0-9-]+)(?:\.(?P<group>[a-z0-9][a-z0-9.-]*))?\s*\"(?P<name>[^\"]*)\"\s*"
+_NOT_READY_OBJ = re.compile(r"(?P<res>[a-z0-9-]{1,63})(?:\.(?P<group>[a-z0-9][a-z0-9.-]{0,252}))?\s*\"(?P<name>[^\"]*)\"\s*"
                             r"is\s*forbidden:\s*$")
 # A write refused as invalid (StatusReasonInvalid: `Kind "name" is invalid: field: Invalid value: …`) was refused
 # by the registry's validation, which runs before validating admission: no webhook can be blamed for it. (A real
@@ -102,7 +102,10 @@ _BOOT: tuple[tuple[re.Pattern, str, str], ...] = (
     (re.compile(r"[Uu]nable\s*to\s*create\s*required\s*kubernetes\s*system\s*[Nn]amespace"
                 r"(?:\s+(?P<name>[a-z0-9-]+)(?=[:\s]|$))?(?:.*?namespace=\"(?P<name2>[a-z0-9-]+)\")?", re.S),
      "Namespace", "failure"),
-    (re.compile(r"unable\s*to\s*create\s*PriorityClass\s*(?P<name>[\w.-]+?):|unable\s*to\s*add\s*default\s*system\s*priority\s*classes"),
+    # A name is at most 253 characters: bounded, a run of name characters is not rescanned from every start in it
+    # ("unabletocreatePriorityClass" repeated over 64 KB took a second).
+    (re.compile(r"unable\s*to\s*create\s*PriorityClass\s*(?P<name>[\w.-]{1,253}?):"
+                r"|unable\s*to\s*add\s*default\s*system\s*priority\s*classes"),
      "PriorityClass", "failure"),
     (re.compile(r"all\s*system\s*priority\s*classes\s*are\s*created\s*successfully"), "PriorityClass", "ok"),
     (re.compile(r"unable\s*to\s*reconcile\s*(?P<rbac>clusterrolebinding|clusterrole|rolebinding|role)\.[\w.]+/(?P<name>[\w:.-]+?)(?=:?\s|:?$)"),
@@ -134,17 +137,19 @@ WEBHOOK_BLIND = re.compile(r"connection\s*refused|i/o\s*timeout|dial\s*tcp|no\s*
 # A denial that shows the webhook does not know a kind: a policy engine whose discovery lacks the resource (an
 # older engine, or a new kind such as ServiceCIDR it was never told about) refuses every write of it. For a kind
 # the apiserver writes at start that is the seed's outage: the bootstrap write is denied until the engine changes.
+# Kind and resource names are bounded (at most 253 characters) so that no run of word characters is rescanned from
+# every position in it.
 UNKNOWN_KIND = re.compile(
-    r"(?:the\s*)?(?:resource|kind)\s*[\"'`]?(?P<k1>[A-Za-z][\w.]*?)[\"'`]?\s*(?:is\s*)?not\s*found\s*in\s*"
+    r"(?:the\s*)?(?:resource|kind)\s*[\"'`]?(?P<k1>[A-Za-z][\w.]{0,252}?)[\"'`]?\s*(?:is\s*)?not\s*found\s*in\s*"
     r"(?:group|api\s*group|apiVersion|the\s*group)"
-    r"|failed\s*to\s*get\s*the\s*Group\s*Version\s*Resource\s*for\s*kind\s*[\"'`]?(?P<k2>\w+)"
-    r"|no\s*matches\s*for\s*kind\s*[\"'`]?(?P<k3>\w+)"
-    r"|could\s*not\s*find\s*(?:the\s*)?(?:requested\s*)?resource\s*[\"'`(]?(?P<k4>[a-z][\w.]*)"
-    r"|unable\s*to\s*(?:find|map|convert)\s*(?:resource|kind|GVR|GVK)\s*(?:for\s*)?[\"'`]?(?P<k5>[A-Za-z][\w./]*)")
+    r"|failed\s*to\s*get\s*the\s*Group\s*Version\s*Resource\s*for\s*kind\s*[\"'`]?(?P<k2>\w{1,253})"
+    r"|no\s*matches\s*for\s*kind\s*[\"'`]?(?P<k3>\w{1,253})"
+    r"|could\s*not\s*find\s*(?:the\s*)?(?:requested\s*)?resource\s*[\"'`(]?(?P<k4>[a-z][\w.]{0,252})"
+    r"|unable\s*to\s*(?:find|map|convert)\s*(?:resource|kind|GVR|GVK)\s*(?:for\s*)?[\"'`]?(?P<k5>[A-Za-z][\w./]{0,252})")
 # What a denied request was writing, as kubectl or the apiserver put it before the denial.
 _DENIED_TARGET = re.compile(r"error\s*when\s*(?P<verb>creating|replacing|patching|applying\s*patch|deleting|"
                             r"retrieving\s*current\s*configuration\s*of)[:\s]*\"(?P<file>[^\"]+)\""
-                            r"|(?P<res>[a-z0-9][a-z0-9.-]*)\s*\"(?P<name>[^\"]+)\"\s*is\s*forbidden:"
+                            r"|(?P<res>[a-z0-9][a-z0-9.-]{0,252})\s*\"(?P<name>[^\"]+)\"\s*is\s*forbidden:"
                             r"|Error\s*(?P<verb2>creating|updating|deleting):")
 
 # What a bootstrap error line reveals about the object it failed to write.
