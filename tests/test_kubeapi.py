@@ -103,6 +103,10 @@ def test_ignore_then_revert_through_the_api(api):
     assert patch["responseStatus"]["code"] == 200 and patch["stage"] == "ResponseComplete"
     r = api.cli("revert", "--yes")
     assert r.returncode == 4 and b"no ready endpoints" in r.stdout + r.stderr  # would brick the cluster again
+    # a safety refusal, not a conflict: it names the check, suggests no overwrite, and marks nothing
+    assert b"backend is not ready" in r.stderr and b"get endpoints" in r.stderr and b"changed since" not in r.stderr
+    runs = json.loads(run_cli("runs", "-o", "json", env={"BREAKGLASS_STATE_DIR": str(api.state)}).stdout)["result"]
+    assert runs[-1]["status"] == "applied"
     api.ready_endpoints()
     r = api.cli("revert", "--yes")
     assert r.returncode == 0, r.stderr

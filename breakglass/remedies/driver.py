@@ -139,6 +139,14 @@ def revert(remedy: Remedy, run: Run, force: bool = False, dry_run: bool = False)
     outcomes: list[RevertOutcome] = []
     if not todo:
         return RevertResult(run.id, dry_run, [], "nothing-to-do")
+    blocker = getattr(remedy, "revert_blocker", None)
+    held = [why for st in todo for why in [blocker(st.step, st.backup, run) if blocker and not force else None]
+            if why]
+    if held:
+        # a safety refusal, before anything is journaled: the run stays as it was, to be reverted later
+        raise PreconditionFailed("not reverted yet: " + "; ".join(held),
+                                 hint=f"run `breakglass revert {run.id}` again once it is ready (--force reverts "
+                                      f"anyway and re-arms the webhook)")
     for st in todo:
         if dry_run:
             outcomes.append(remedy.revert(st.step, st.backup, run, force=force, dry_run=True))

@@ -232,18 +232,27 @@ class KubeapiPatch:
                 missing.append(f"{svc['namespace']}/{svc['name']}")
         return sorted(set(missing))
 
+    def revert_blocker(self, step: Step, backup: dict, run: Run) -> str | None:
+        """Why reverting this step now would be unsafe (the webhook's Service has no ready endpoints: putting it
+        back in the path re-arms a webhook that cannot answer), or None. A safety check, not a conflict: the
+        driver asks before it journals anything."""
+        d = step.data
+        if d["kind"] == model.VAP_BINDING:
+            return None
+        original = json.loads(run.read_backup(backup["object"], backup["object_sha256"]))
+        down = self._backend_ready(original)
+        if not down or (d["action"] == "delete" and self._get(d["kind"], d["name"]) is not None):
+            return None
+        checks = "; ".join(f"kubectl -n {s.split('/')[0]} get endpoints {s.split('/')[1]}" for s in down)
+        return f"{step.target}: the webhook's backend is not ready (service {', '.join(down)} has no ready " \
+               f"endpoints); check with: {checks}"
+
     def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
         from breakglass.remedies.kubeapi_ops import apply_ops  # noqa: PLC0415
 
         d = step.data
         original = json.loads(run.read_backup(backup["object"], backup["object_sha256"]))
         cur = self._get(d["kind"], d["name"])
-        if not force and d["kind"] != model.VAP_BINDING:
-            down = self._backend_ready(original)
-            if down and (cur is None or d["action"] != "delete"):
-                return RevertOutcome(step.id, CONFLICT, f"{step.target}: service {', '.join(down)} has no ready "
-                                                        f"endpoints; reverting would re-arm a webhook that cannot "
-                                                        f"answer. Fix it first, or --force")
         if d["action"] == "delete":
             fresh = json.loads(json.dumps(original))
             for k in _SERVER_SET:
