@@ -262,3 +262,63 @@ def test_classify_is_linear_on_long_hostile_lines(line):
 
     t_big, growth, which = _growth(run, fill(2 << 10), fill(32 << 10))
     assert t_big < 0.003 or growth < 64, f"{growth:.0f}x for 16x the input ({t_big:.3f} s at 32 KB): {which!r}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 4. One nested audit event (the attacker's own request) must not hide every leak
+
+def _deep(n: int) -> str:
+    """JSON text nested ``n`` deep (json.dumps itself cannot write it)."""
+    opens = ['{"a":' if i % 2 else "[" for i in range(n)]
+    return "".join(opens) + '"x"' + "".join("}" if o.startswith("{") else "]" for o in reversed(opens))
+
+
+def _deep_event(n: int) -> str:
+    e = event("evil", "create", "configmaps", "default", "evil", fo(), 201)
+    return e[:-1] + ',"requestObject":' + _deep(n) + "}"
+
+
+@pytest.mark.parametrize("depth", [300, 1200, 5000])
+def test_a_deeply_nested_event_is_skipped_and_the_rest_reported(tmp_path, depth):
+    p = tmp_path / "audit.log"
+    p.write_text(event("a1", ann=fo()) + "\n" + _deep_event(depth) + "\n"
+                 + event("a2", "update", "deployments", "prod", "web", fo(), 200) + "\n")
+    rep = audit.scan([str(p)])
+    assert [x.audit_id for x in rep.leaks] == ["a1", "a2"]
+    assert rep.lines_skipped == 1
+
+
+def test_a_deeply_nested_event_from_the_command_line(tmp_path):
+    p = tmp_path / "audit.log"
+    p.write_text(event("a1", ann=fo()) + "\n" + _deep_event(1200) + "\n")
+    r = run_cli("leaks", "--audit-log", str(p))
+    assert r.returncode == 3, r.stderr
+    assert b"unexpected" not in r.stderr and b"1 request(s) admitted" in r.stdout
+
+
+def test_a_deeply_nested_element_of_a_json_array_is_skipped(tmp_path):
+    import json
+
+    p = tmp_path / "entries.json"
+    good = json.loads(event("a1", ann=fo()))
+    p.write_text("[" + json.dumps(good) + ",\n" + _deep(1200) + ",\n" + _deep(400) + ",\n"
+                 + json.dumps(good | {"auditID": "a2"}) + "]")
+    rep = audit.scan([str(p)])
+    assert [x.audit_id for x in rep.leaks] == ["a1", "a2"]
+
+
+def test_a_deeply_nested_json_log_line_does_not_stop_diagnose(tmp_path):
+    import json
+    import os
+
+    src = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "logs",
+                       "kubeadm-priorityclass-gatekeeper.log")
+    clean = run_cli("diagnose", src, "-o", "json")
+    p = tmp_path / "apiserver.log"
+    with open(src) as f:
+        text = f.read()
+    p.write_text('{"msg":"failed calling webhook","x":' + _deep(1200) + "}\n" + text)
+    r = run_cli("diagnose", str(p), "-o", "json")
+    assert b"unexpected" not in r.stderr and r.returncode == clean.returncode, r.stderr
+    got, want = json.loads(r.stdout)["result"], json.loads(clean.stdout)["result"]
+    assert [(f["id"], f["webhook"]) for f in got["findings"]] == [(f["id"], f["webhook"]) for f in want["findings"]]

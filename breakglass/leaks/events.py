@@ -12,6 +12,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from breakglass.logs.jsonarray import TOO_DEEP, TooDeep, loads
+
 # google.rpc.Code -> HTTP, as Google's own mapping (Cloud Logging entries carry the gRPC code)
 _GRPC_HTTP = {0: 200, 1: 499, 2: 500, 3: 400, 4: 504, 5: 404, 6: 409, 7: 403, 8: 429, 9: 400, 10: 409, 11: 400,
               12: 501, 13: 500, 14: 503, 15: 500, 16: 401}
@@ -53,6 +55,15 @@ _EMBEDDED = re.compile(rb'"(\{\\"(?:[^"\\]|\\.)*)"')
 
 
 def parse_line(line: bytes):
+    """The JSON a line holds, or None; TOO_DEEP when it is nested past MAX_DEPTH (an attacker's request object
+    1,200 deep is one line skipped and counted, not a RecursionError that ends the scan)."""
+    try:
+        return _parse_line(line)
+    except TooDeep:
+        return TOO_DEEP
+
+
+def _parse_line(line: bytes):
     whole = line = line.strip()
     if not line.startswith(b"{"):
         brace = line.find(b"{")  # a log shipper's prefix (timestamp, file name) before the JSON
@@ -60,11 +71,15 @@ def parse_line(line: bytes):
             return None
         line = line[brace:]
     try:
-        return json.loads(line)
+        return loads(line)
+    except TooDeep:
+        raise
     except ValueError:
         m = _EMBEDDED.search(whole)
         try:
-            return json.loads(json.loads(b'"' + m[1] + b'"')) if m else None
+            return loads(json.loads(b'"' + m[1] + b'"')) if m else None
+        except TooDeep:
+            raise
         except ValueError:
             return None
 
@@ -86,8 +101,8 @@ def view(obj, depth: int = 0) -> View | None:
         inner = obj.get(key)
         if isinstance(inner, str) and inner.lstrip().startswith("{"):
             try:
-                return view(json.loads(inner), depth + 1)
-            except ValueError:
+                return view(loads(inner), depth + 1)
+            except ValueError:  # TooDeep too: nothing to read in it
                 continue
         if isinstance(inner, dict):
             return view(inner, depth + 1)

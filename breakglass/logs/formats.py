@@ -14,6 +14,7 @@ import calendar
 import json
 import re
 
+from breakglass.logs.jsonarray import TooDeep, loads
 from breakglass.logs.record import LogRecord
 
 _MONTHS = {m: i for i, m in enumerate(
@@ -306,6 +307,9 @@ def _json_message(obj: dict, rec: dict) -> str:
     return " ".join(parts)
 
 
+TOO_DEEP_MESSAGE = "(a JSON record nested too deep to read: skipped)"
+
+
 def _join(lines: list[str]) -> str:
     """Join the physical lines of one record.
 
@@ -361,7 +365,10 @@ def parse_record(text: str, source: str, line: int, end_line: int, year: int) ->
     stripped = body.lstrip()
     if stripped.startswith("{"):
         try:
-            obj = json.loads(stripped)
+            obj = loads(stripped)
+        except TooDeep:  # an attacker's JSON nested past MAX_DEPTH: not read, and its fmt says so
+            obj, body = None, TOO_DEEP_MESSAGE
+            rec["fmt"] = "+".join(filter(None, [rec["fmt"], "json-too-deep"]))
         except ValueError:
             obj = None
         if isinstance(obj, dict):

@@ -8,11 +8,63 @@ from __future__ import annotations
 import codecs
 import itertools
 import json
+import re
 from typing import Iterable, Iterator
 
 from breakglass.errors import BadInput
 
 MAX_ELEMENT = 64 << 20
+# Kubernetes objects, audit events and log records nest a few dozen levels; json's C decoder raises RecursionError
+# past about 1,000, and str()/json.dumps of a value a few hundred deep can too. Anything deeper is hostile.
+MAX_DEPTH = 256
+
+
+class TooDeep(ValueError):
+    """A JSON value nested deeper than MAX_DEPTH: skipped (and counted) by its reader, never a RecursionError."""
+
+
+# A JSON string (skipped whole, brackets inside it do not count) or a bracket. Linear: the two alternatives of
+# the string's body cannot both match one character.
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_BTOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def too_deep(text: str | bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether the JSON in ``text`` nests deeper than ``limit``; a count of brackets answers most lines at C speed."""
+    opening = text.count(b"[" if isinstance(text, bytes) else "[") + text.count(b"{" if isinstance(text, bytes)
+                                                                               else "{")
+    if opening <= limit:
+        return False
+    depth = 0
+    for m in (_BTOKENS if isinstance(text, bytes) else _TOKENS).finditer(text):
+        c = m[0][:1]
+        if c in (b"[", b"{", "[", "{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif c in (b"]", b"}", "]", "}"):
+            depth -= 1
+    return False
+
+
+class _Skipped:
+    """What json_array yields for an element nested too deep: no reader takes it for a record; scan counts it."""
+
+    def __repr__(self) -> str:
+        return "<JSON element nested too deep: skipped>"
+
+
+TOO_DEEP = _Skipped()
+
+
+def loads(text: str | bytes):
+    """json.loads for one line or record an attacker may shape: TooDeep (a ValueError) past MAX_DEPTH."""
+    if too_deep(text):
+        raise TooDeep(f"JSON nested deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise TooDeep(f"JSON nested deeper than {MAX_DEPTH} levels") from None
 
 
 def json_array(chunks: Iterable[bytes], name: str) -> Iterator:
@@ -55,8 +107,30 @@ def _element(decoder: json.JSONDecoder, buf: str, pos: int) -> tuple:
         obj, end = decoder.raw_decode(buf, pos)
     except ValueError:
         return None, -1
+    except RecursionError:  # nested past ~1,000: find where it ends without decoding it
+        obj, end = TOO_DEEP, _value_end(buf, pos)
+        if end < 0:
+            return None, -1
     after = _skip(buf, end, " \t\r\n")
-    return (obj, end) if after < len(buf) and buf[after] in ",]" else (None, -1)
+    if not (after < len(buf) and buf[after] in ",]"):
+        return None, -1
+    if obj is not TOO_DEEP and too_deep(buf[pos:end]):
+        obj = TOO_DEEP
+    return obj, end
+
+
+def _value_end(buf: str, pos: int) -> int:
+    """The end of the array or object starting at ``pos``, by its brackets; -1 when it is not complete yet."""
+    depth = 0
+    for m in _TOKENS.finditer(buf, pos):
+        c = m[0][:1]
+        if c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+            if depth == 0:
+                return m.end()
+    return -1
 
 
 def _skip(buf: str, pos: int, chars: str) -> int:
