@@ -59,9 +59,9 @@ def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_p
         raise Interrupted(f"interrupted during run {run.id}; its journal says what was done",
                           hint=f"`breakglass revert {run.id}` undoes it") from None
     except BreakglassError as e:
-        done = [s.step.target for s in driver.replay(run).steps if s.last in ("applying", "applied", "verified")]
-        changed = f"touched so far: {', '.join(done)}; " if done else "nothing was changed; "
-        e.hint = e.hint or f"{changed}run {run.id}: `breakglass revert {run.id}` undoes it"
+        done = [s.step.target for s in driver.replay(run).steps if s.last in CHANGED]
+        e.hint = e.hint or (f"touched so far: {', '.join(done)}; `breakglass revert {run.id}` undoes it" if done
+                            else f"nothing was changed; run {run.id} is closed as failed")
         raise
     finally:
         report_error = _write_report(run)
@@ -274,7 +274,8 @@ def report(run: Run) -> str:
                 if k.endswith("sha256"):
                     lines.append(f"- backup {k[:-7]}: `backups/{s.backup[k[:-7]]}` sha256 `{v}`")
         if s.reverts:
-            lines.append(f"- revert: {', '.join(s.reverts)}")
+            done = [r for r in s.reverts if r != "reverting"]  # "reverting" is the journal's intent, not an outcome
+            lines.append(f"- revert: {done[-1] if done else 'started, not finished'}")
         lines.append("")
     found = [e for e in run.events() if e.get("event") == "findings"]
     if found:
@@ -288,8 +289,13 @@ def report(run: Run) -> str:
         extra = {k: v for k, v in e.items()
                  if k not in ("ts", "event", "steps", "backup", "target", "text", "findings", "verdict")}
         lines.append(f"- {e.get('ts')} {e.get('event')} {extra if extra else ''}".rstrip())
-    lines += ["", "To undo: `breakglass revert " + run.id + "` (works from a copy of this directory too: "
-              "`breakglass revert /path/to/" + run.id + "`)."]
+    if st.status == "reverted":
+        lines += ["", "Reverted: nothing of this run is left in the cluster."]
+    elif any(s.last in CHANGED for s in st.steps):
+        lines += ["", "To undo: `breakglass revert " + run.id + "` (works from a copy of this directory too: "
+                  "`breakglass revert /path/to/" + run.id + "`)."]
+    else:
+        lines += ["", "Nothing was changed by this run."]
     return "\n".join(lines) + "\n"
 
 

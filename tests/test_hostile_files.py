@@ -285,3 +285,12 @@ def test_a_real_revert_never_says_dry_run(tmp_path):
     p = _cli(tmp_path, "revert", "--yes")
     assert p.returncode == 0 and b"dry run" not in p.stdout and b"plan (nothing changed yet)" in p.stdout
     assert p.stdout.decode().strip().splitlines()[-2].startswith("revert of run ")  # the outcome, last
+
+
+def test_a_reverted_runs_report_says_so_and_offers_no_undo(tmp_path):
+    d, path = _cfg(tmp_path)
+    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 0
+    assert _cli(tmp_path, "revert", "--yes").returncode == 0
+    report = open(os.path.join(_run_dir(tmp_path), "report.md")).read()
+    assert "To undo" not in report and "Reverted: nothing of this run is left" in report
+    assert "- revert: restored" in report and "reverting" not in report.split("## Timeline")[0]
