@@ -26,25 +26,34 @@ class TooDeep(ValueError):
 # A JSON string (skipped whole, brackets inside it do not count) or a bracket. Linear: the two alternatives of
 # the string's body cannot both match one character.
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
-_BTOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BSTRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_NOT_BRACKET_BYTES = bytes(b for b in range(256) if b not in b"[]{}")
+_PAIR = re.compile(r"\[\]|\{\}")
+_BPAIR = re.compile(rb"\[\]|\{\}")
 
 
 def too_deep(text: str | bytes, limit: int = MAX_DEPTH) -> bool:
-    """Whether the JSON in ``text`` nests deeper than ``limit``; a count of brackets answers most lines at C speed."""
-    opening = text.count(b"[" if isinstance(text, bytes) else "[") + text.count(b"{" if isinstance(text, bytes)
-                                                                               else "{")
-    if opening <= limit:
-        return False
-    depth = 0
-    for m in (_BTOKENS if isinstance(text, bytes) else _TOKENS).finditer(text):
-        c = m[0][:1]
-        if c in (b"[", b"{", "[", "{"):
-            depth += 1
-            if depth > limit:
-                return True
-        elif c in (b"]", b"}", "]", "}"):
-            depth -= 1
-    return False
+    """Whether the JSON in ``text`` nests deeper than ``limit``. All at C speed: a count of opening brackets
+    answers most lines; else the strings are cut out, the brackets kept, and the innermost pairs removed, one level
+    a pass (a pass that changes nothing means broken JSON, which its decoder refuses anyway)."""
+    if isinstance(text, bytes):
+        if text.count(b"[") + text.count(b"{") <= limit:
+            return False
+        b, pair = _BSTRING.sub(b"", text).translate(None, _NOT_BRACKET_BYTES), _BPAIR
+    else:
+        if text.count("[") + text.count("{") <= limit:
+            return False
+        b, pair = _NOT_BRACKET.sub("", _STRING.sub("", text)), _PAIR
+    for _ in range(limit + 1):  # one level a pass: pairs a pass uncovers are removed by the next
+        if not b:
+            return False
+        shorter = pair.sub(b[:0], b)
+        if len(shorter) == len(b):
+            return False
+        b = shorter
+    return True
 
 
 class _Skipped:
