@@ -172,6 +172,14 @@ class Etcd:
     def _connect(self):
         if self._client is not None:
             return self._client
+        from breakglass.access.ssh import interrupts_to_main_thread  # noqa: PLC0415
+
+        # gRPC starts its threads (timers, event engine) with its first credentials or channel: they must leave
+        # SIGINT, SIGTERM and SIGHUP to the main thread, or a prompt waiting there is never interrupted.
+        with interrupts_to_main_thread():
+            return self._connect_now()
+
+    def _connect_now(self):
         pyetcd = _pyetcd()
         creds = None
         if self.settings.secure:
