@@ -285,7 +285,7 @@ def test_a_deeply_nested_event_is_skipped_and_the_rest_reported(tmp_path, depth)
                  + event("a2", "update", "deployments", "prod", "web", fo(), 200) + "\n")
     rep = audit.scan([str(p)])
     assert [x.audit_id for x in rep.leaks] == ["a1", "a2"]
-    assert rep.lines_skipped == 1
+    assert rep.lines_skipped == 1 and rep.lines_too_deep == (depth > 256)
 
 
 def test_a_deeply_nested_event_from_the_command_line(tmp_path):
@@ -294,6 +294,7 @@ def test_a_deeply_nested_event_from_the_command_line(tmp_path):
     r = run_cli("leaks", "--audit-log", str(p))
     assert r.returncode == 3, r.stderr
     assert b"unexpected" not in r.stderr and b"1 request(s) admitted" in r.stdout
+    assert b"warning: 1 line(s) of JSON nested deeper than 256 levels were skipped" in r.stderr
 
 
 def test_a_deeply_nested_element_of_a_json_array_is_skipped(tmp_path):
@@ -304,7 +305,7 @@ def test_a_deeply_nested_element_of_a_json_array_is_skipped(tmp_path):
     p.write_text("[" + json.dumps(good) + ",\n" + _deep(1200) + ",\n" + _deep(400) + ",\n"
                  + json.dumps(good | {"auditID": "a2"}) + "]")
     rep = audit.scan([str(p)])
-    assert [x.audit_id for x in rep.leaks] == ["a1", "a2"]
+    assert [x.audit_id for x in rep.leaks] == ["a1", "a2"] and rep.lines_too_deep == 2
 
 
 def test_a_deeply_nested_json_log_line_does_not_stop_diagnose(tmp_path):

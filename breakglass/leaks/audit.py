@@ -25,7 +25,7 @@ from breakglass.errors import BadInput
 from breakglass.leaks.events import View, parse_line, ref_name, view
 from breakglass.leaks.model import Leak, LeakReport, Rechecks, TimeRange, admitted_write, finish, parse_time
 from breakglass.logs import sources as logsources
-from breakglass.logs.jsonarray import json_array
+from breakglass.logs.jsonarray import TOO_DEEP, MAX_DEPTH, json_array
 from breakglass.logs.lines import lines_with
 from breakglass.logs.scanner import Finder
 
@@ -43,6 +43,9 @@ def _views(src, finders, rechecks: Rechecks, rep: LeakReport) -> Iterator[View]:
     chunks = itertools.chain([first], chunks)
     if first.lstrip()[:1] == b"[":
         for obj in json_array(chunks, src.name):
+            if obj is TOO_DEEP:
+                rep.lines_too_deep += 1
+                continue
             v = view(obj)
             if v is not None:
                 yield v
@@ -56,6 +59,10 @@ def _views(src, finders, rechecks: Rechecks, rep: LeakReport) -> Iterator[View]:
         if _NEEDLE not in line and (not rechecks or (ref_name(line) not in rechecks.names and not batches)):
             continue  # a delete matters only for an object that leaked in before it
         obj = parse_line(line)
+        if obj is TOO_DEEP:  # an attacker's request nested past MAX_DEPTH: skipped and counted, the scan goes on
+            rep.lines_too_deep += 1
+            rep.lines_skipped += _NEEDLE in line
+            continue
         items = obj.get("items") if batches and isinstance(obj, dict) and obj.get("kind") == "EventList" else None
         views = [v for v in map(view, items if isinstance(items, list) else [obj]) if v is not None]
         if not views:
@@ -110,6 +117,11 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
             rep.leaks.append(leak)
             if admitted_write(leak) and not rechecks.add(leak):
                 rep.unnamed_writes += 1
+    if rep.lines_too_deep:
+        import sys  # noqa: PLC0415
+
+        print(f"warning: {rep.lines_too_deep} line(s) of JSON nested deeper than {MAX_DEPTH} levels were skipped "
+              "(an audited request can be shaped so); every other line was read", file=sys.stderr)
     return finish(rep, rechecks, window_gap)
 
 
