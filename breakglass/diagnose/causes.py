@@ -52,7 +52,7 @@ _RULES: tuple[tuple[re.Pattern, str, str], ...] = (
     (re.compile(r"no route to host"), UNREACHABLE, "no route to host"),
     (re.compile(r"network is unreachable"), UNREACHABLE, "network unreachable"),
     (re.compile(r"operation not permitted"), UNREACHABLE, "operation not permitted (local network policy)"),
-    (re.compile(r"dial tcp[^:]*:\d+: i/o timeout|connect: connection timed out"), UNREACHABLE,
+    (re.compile(r"dial tcp[^:]{0,300}:\d+: i/o timeout|connect: connection timed out"), UNREACHABLE,
      "connect timed out (packets dropped)"),
     (re.compile(r"no such host|server misbehaving"), UNREACHABLE, "DNS lookup failed"),
     (re.compile(r"TLS handshake timeout"), TIMEOUT, "TLS handshake timed out"),

@@ -46,7 +46,7 @@ _HEADER = re.compile(r'Trace\[(?P<n>\d+)\]:\s*"(?P<name>[^"]+)"\s*(?P<fields>.*?
 _HEADER_STARTED = re.compile(
     r'Trace\[(?P<n>\d+)\]:\s*"(?P<name>[^"]+)"\s*(?P<fields>.*?)\s*\(started:\s*(?P<start>\d{4}-\d\d-\d\d '
     r'\d\d:\d\d:\d\d(?:\.\d+)?)\s*(?P<tz>[+-]\d{4})?[^)]*\)\s*\(total\s*time:\s*(?P<dur>(?:\d+(?:\.\d+)?(?:h|ms|m|s|us|µs|ns))+)\)')
-_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_GO_DURATION = re.compile(r"(\d{1,20}(?:\.\d{1,20})?)(h|ms|m|s|us|µs|ns)")  # bounded: linear on digit runs
 _GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 _NESTED = re.compile(r'Trace\[(?P<n>\d+)\]:\s*\[\s*"Call\s*(?P<kind>validating|mutating)\s*webhook"\s*'
                      r'(?P<fields>.*?)\s*(?P<ms>\d+)ms\s*\((?P<tod>\d\d:\d\d:\d\d\.\d{3})\)')

@@ -38,7 +38,7 @@ DEFAULT_KINDS = (model.VALIDATING, model.MUTATING, model.VAP_BINDING, model.MAP_
 
 
 def check_name(name: str) -> str:
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):  # match() with $ would accept a final newline
         raise BadInput(f"{name!r} is not a valid Kubernetes object name (lower-case DNS subdomain, at most 253 characters)")
     return name
 
