@@ -7,6 +7,8 @@ the configuration's key from etcd. Each option says what it costs.
 
 from __future__ import annotations
 
+import shlex
+
 from breakglass.diagnose.model import CRITICAL, INFO, Finding, RemedyOption
 
 PLUGIN_BY_TYPE = {
@@ -68,8 +70,9 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
         resource = {"validating": "validatingwebhookconfiguration", "mutating": "mutatingwebhookconfiguration",
                     "vapbinding": "validatingadmissionpolicybinding"}[t["kind"]]
         if t["configuration"]:
-            kube_manual.append(f"kubectl get {resource} {t['configuration']} -o yaml > backup-{t['configuration']}.yaml")
-            kube_manual.append(f"kubectl delete {resource} {t['configuration']}")
+            name = shlex.quote(t["configuration"])  # it came from a log: quoted, it cannot become a command
+            kube_manual.append(f"kubectl get {resource} {name} -o yaml > {shlex.quote('backup-' + t['configuration'] + '.yaml')}")
+            kube_manual.append(f"kubectl delete {resource} {name}")
         else:
             kube_manual.append(f"kubectl get {resource} -o custom-columns=NAME:.metadata.name,"
                                f"WEBHOOKS:.webhooks[*].name | grep -F '{t['webhook']}'")
@@ -106,8 +109,9 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
     etcd_manual = []
     for t in named:
         if t["etcd_key"]:
-            etcd_manual.append(f"etcdctl get {t['etcd_key']} -w json > backup-{t['configuration']}.json")
-            etcd_manual.append(f"etcdctl del {t['etcd_key']}   # exact key, never --prefix")
+            key = shlex.quote(t["etcd_key"])
+            etcd_manual.append(f"etcdctl get {key} -w json > {shlex.quote('backup-' + t['configuration'] + '.json')}")
+            etcd_manual.append(f"etcdctl del {key}   # exact key, never --prefix")
     opts.append(RemedyOption(
         method="etcd", order=4, applicable="yes" if stuck and named else ("maybe" if stuck else "no"),
         summary="Delete the configuration's key from etcd after a verified backup; the apiserver's watch drops "
