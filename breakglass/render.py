@@ -197,7 +197,10 @@ def leak_report(rep, verbose: bool = False) -> str:
     if not rep.leaks:
         if not from_audit:
             return f"no webhook call failed open ({len(rep.sources)} source(s) read)"
-        return (f"no request carried a failed-open annotation ({len(rep.sources)} source(s) read)"
+        outside = getattr(rep, "outside_window", 0)
+        return ((f"no request in the window carried a failed-open annotation, but {outside} outside it did "
+                 f"(widen --since/--until)" if outside else "no request carried a failed-open annotation")
+                + f" ({len(rep.sources)} source(s) read)"
                 + (f"; {rep.lines_skipped} line(s) mentioning failed-open were not audit events"
                    if rep.lines_skipped else ""))
     if from_audit:

@@ -268,3 +268,17 @@ def test_since_takes_a_duration_like_kubectl(log):
     with pytest.raises(BadInput, match="or a duration"):
         parse_bound("h")
     assert audit.scan([str(log)], since="1h").leaks == []  # the story happened long before now
+
+
+def test_a_window_that_excludes_every_leak_says_how_many_are_outside_it():
+    from tests.conftest import ROOT, run_cli
+    import os
+
+    log = os.path.join(ROOT, "examples", "audit", "gke-gatekeeper-rollout.audit.log")
+    p = run_cli("leaks", "--audit-log", log, "--since", "2020-01-01T00:00:00Z", "--until", "2020-01-02T00:00:00Z")
+    assert p.returncode == 0 and b"but 33 outside it did" in p.stdout, p.stdout
+    j = run_cli("leaks", "--audit-log", log, "--since", "2020-01-01T00:00:00Z", "--until", "2020-01-02T00:00:00Z",
+                "-o", "json")
+    import json
+
+    assert json.loads(j.stdout)["result"]["outside_window"] == 33

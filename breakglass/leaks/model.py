@@ -61,6 +61,7 @@ class LeakReport:
     traced: int = 0  # apiserver logs: fail-open calls tied to a slow-call trace (resource, operation)
     caveat: str = ""
     lines_skipped: int = 0  # matched the byte search but were not audit events (truncated, other JSON)
+    outside_window: int = 0  # leaks the log holds outside --since/--until
     lines_too_deep: int = 0  # JSON nested past jsonarray.MAX_DEPTH: skipped unread (an attacker's request can be)
     sources: list[str] = field(default_factory=list)
 
