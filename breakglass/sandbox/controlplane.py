@@ -114,6 +114,7 @@ def start(directory: str, etcd_endpoint: str, binary: str, scenario: str, free_p
             apiserver.wait_state(client, "ready", 120, alive=lambda: first.poll() is None)
         except Unreachable as e:
             raise Unreachable(f"{e}; its log: {layout.log}") from None
+        _settle(client, ver)
         say(f"installing the {scenario} webhook as its operator would")
         for obj in scenarios.webhooks(scenario, info["webhook_url"], keys.ca):
             client.must("POST", scenarios.VWC_PATH, obj)
@@ -209,6 +210,24 @@ def _talos_config(layout: Layout, ver: str, url: str, say) -> tuple[str, str]:
         why = (check.stderr or check.stdout).strip().splitlines()[-1:] or [""]
         why = why[0]
     raise BadInput(f"no Talos machinery built here accepts Kubernetes {ver} ({why})")
+
+
+def _settle(client: Client, ver: str, seconds: float = 60) -> None:
+    """Ready is not done: the bootstrap controller creates the default/kubernetes Service (and, from 1.33, its
+    IPAddress) only after /readyz is 200. Wait for them, so the webhook the scenario installs next does not see
+    the apiserver's own first writes (a fail-open scenario would otherwise count them as leaks, sometimes)."""
+    paths = ["/api/v1/namespaces/default/services/kubernetes"]
+    if apiserver.minor(ver) >= 33:
+        paths += ["/apis/networking.k8s.io/v1/servicecidrs/kubernetes", "/apis/networking.k8s.io/v1/ipaddresses"]
+    deadline = time.monotonic() + seconds
+    for path in paths:
+        while True:
+            status, body = client.call("GET", path)
+            if status == 200 and (not path.endswith("/ipaddresses") or body.get("items")):
+                break
+            if time.monotonic() > deadline:
+                raise Unreachable(f"kube-apiserver {ver} did not finish its bootstrap ({path}: HTTP {status})")
+            time.sleep(0.2)
 
 
 def kubelet_state(directory: str) -> dict:
