@@ -61,18 +61,12 @@ class PreconditionFailed(BreakglassError):
     kind = "precondition-failed"
 
 
-class AlreadyApplied(BreakglassError):
-    """What was asked is already in place from an earlier run: success, said so (exit 0)."""
+class AlreadyDone(BreakglassError):
+    """What was asked is already the case (an open run made the change; every run is reverted): the command
+    stops, says so, and succeeds (exit 0), so a script that retries does not fail."""
 
     exit_code = ExitCode.OK
-    kind = "already-applied"
-
-
-class NothingToDo(BreakglassError):
-    """Nothing is left to do (every run reverted): success, said so (exit 0), as reverting twice is harmless."""
-
-    exit_code = ExitCode.OK
-    kind = "nothing-to-do"
+    kind = "already-done"
 
 
 class Declined(BreakglassError):

@@ -184,9 +184,9 @@ def latest_unreverted(state: str | None) -> Run:
         st = driver.replay(run)
         if st.status not in ("reverted",) and any(s.backup for s in st.steps):
             return run
-    from breakglass.errors import NothingToDo  # noqa: PLC0415
+    from breakglass.errors import AlreadyDone  # noqa: PLC0415
 
-    raise NothingToDo(f"nothing left to revert in {journal.state_dir(state)}: every run is reverted or changed "
+    raise AlreadyDone(f"nothing left to revert in {journal.state_dir(state)}: every run is reverted or changed "
                       f"nothing", hint="`breakglass runs` lists them; name one to revert it again")
 
 

@@ -207,7 +207,7 @@ def recover(
         """Plan; a name that is gone because an earlier run (applied, not reverted) removed it is not an error:
         the change is already in place, as a second `recover --yes` in a script must learn."""
         from breakglass import recovery  # noqa: PLC0415
-        from breakglass.errors import AlreadyApplied  # noqa: PLC0415
+        from breakglass.errors import AlreadyDone  # noqa: PLC0415
 
         try:
             return plan()
@@ -215,7 +215,7 @@ def recover(
             done = recovery.applied_by(state_dir, method.value, list(webhook_config or []))
             if done is None:
                 raise
-            raise AlreadyApplied(f"already applied by run {done.run} ({done.status}, not reverted): "
+            raise AlreadyDone(f"already applied by run {done.run} ({done.status}, not reverted): "
                                  f"{'; '.join(done.steps)}", hint=f"`breakglass revert {done.run}` undoes it") from None
 
     def _spin_line(text: str) -> None:
