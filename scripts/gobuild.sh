@@ -25,7 +25,23 @@ ldflags_for() {  # component version -> the -X flags upstream's release build se
       local minor; minor=$(echo "$2" | cut -d. -f2)
       echo "-s -w -X k8s.io/component-base/version.gitVersion=v$2 -X k8s.io/component-base/version.gitMajor=1" \
            "-X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean" ;;
+    kine) echo "-s -w -X github.com/k3s-io/kine/pkg/version.Version=v$2" ;;
     *) echo "-s -w" ;;
+  esac
+}
+
+# component -> what else its upstream release build sets: "<CGO_ENABLED> [build tags]". kine's releases (and k3s,
+# which embeds it) use cgo's mattn/go-sqlite3 with these SQLite build tags (its scripts/build, minus nats: we run
+# only its SQLite backend); without a C compiler kine builds its pure-Go SQLite (modernc.org/sqlite, what its
+# -nocgo images ship) instead, said in one line.
+build_env_for() {
+  case "$1" in
+    kine)
+      local tags=sqlite_unlock_notify,sqlite_vtable,sqlite_stat4,sqlite_preupdate_hook,sqlite_math_functions,sqlite_dbstat,sqlite_column_metadata
+      if command -v "${CC:-gcc}" >/dev/null || command -v cc >/dev/null; then echo "1 $tags"
+      else echo "gobuild: no C compiler (gcc): building kine's pure-Go SQLite (modernc.org/sqlite) instead of mattn/go-sqlite3" >&2
+           echo "0 $tags"; fi ;;
+    *) echo "$CGO_ENABLED" ;;
   esac
 }
 
@@ -37,6 +53,8 @@ grep -v '^\s*#' go/versions | while read -r component version; do
   mkdir -p "$(dirname "$out")"
   start=$(date +%s)
   echo "gobuild: $component v$version -> ${out#"$root"/}"
-  (cd "go/$component" && go build -modfile="v$version.mod" -trimpath -ldflags "$(ldflags_for "$component" "$version")" -o "$out" .)
+  read -r cgo tags < <(build_env_for "$component")
+  (cd "go/$component" && CGO_ENABLED=$cgo go build -modfile="v$version.mod" -trimpath -tags="${tags:-}" \
+     -ldflags "$(ldflags_for "$component" "$version")" -o "$out" .)
   echo "gobuild: $component v$version built in $(( $(date +%s) - start ))s"
 done
