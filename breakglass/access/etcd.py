@@ -7,6 +7,11 @@ ETCDCTL_COMMAND_TIMEOUT, ETCDCTL_USER, ETCDCTL_PASSWORD). A password is held in 
 printed, logged or journaled. Reads are ranged over explicit prefixes only, page by page: this
 module refuses a range that is not under one of the prefixes its caller allowed, so no
 code path can list (or later delete) the whole keyspace.
+
+Every request keeps to what kine (k3s' etcd shim over SQLite) also serves, the shapes kube-apiserver itself sends:
+ranges without a sort order (etcd returns key order anyway), and only three transactions, each on one key: create
+(mod_revision == 0, then put), update (mod_revision == R, then put, else get) and delete (mod_revision == R, then
+delete, else get). An endpoint may be a unix socket, ``unix://PATH`` (k3s' kine: ``unix://kine.sock``).
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ class EtcdSettings:
         if t is None:
             t = _duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or env.get("ETCDCTL_DIAL_TIMEOUT") or "5s")
         user, password = credentials(user, password, env, prompt)
-        s = cls(endpoints=tuple(e.strip() for e in eps.split(",") if e.strip()),
+        s = cls(endpoints=tuple(_absolute_unix(e.strip()) for e in eps.split(",") if e.strip()),
                 cacert=cacert or env.get("ETCDCTL_CACERT") or None,
                 cert=cert or env.get("ETCDCTL_CERT") or None,
                 key=key or env.get("ETCDCTL_KEY") or None,
@@ -81,7 +86,11 @@ class EtcdSettings:
         if not self.endpoints:
             raise BadInput("no etcd endpoints given")
         for e in self.endpoints:
-            _parse_endpoint(e)
+            if _unix_path(e) is None:
+                _parse_endpoint(e)
+            elif self.cacert or self.cert or self.key:
+                raise BadInput(f"{e}: TLS over a unix socket is not supported (k3s' kine.sock has none): "
+                               f"leave out --etcd-cacert, --etcd-cert and --etcd-key")
         if bool(self.cert) != bool(self.key):
             raise BadInput("etcd client certificate and key go together: give both --etcd-cert and --etcd-key")
         for label, path in (("CA", self.cacert), ("client certificate", self.cert), ("client key", self.key)):
@@ -138,6 +147,25 @@ def _duration(text: str) -> float:
     return n / 1000 if m[2] == "ms" else n * 60 if m[2] == "m" else n
 
 
+def _unix_path(ep: str) -> str | None:
+    """The socket path of a ``unix://PATH`` or ``unix:PATH`` endpoint (relative paths as etcd's client takes them:
+    from the working directory), else None."""
+    if ep.startswith("unixs:"):
+        raise BadInput(f"{ep}: TLS over a unix socket is not supported; k3s' kine.sock is plain unix://")
+    if not ep.startswith("unix:"):
+        return None
+    path = ep[len("unix://"):] if ep.startswith("unix://") else ep[len("unix:"):]
+    if not path or "\0" in path:
+        raise BadInput(f"not an etcd endpoint: {ep!r} (a unix socket is unix:///path/to/socket)")
+    return path
+
+
+def _absolute_unix(ep: str) -> str:
+    """A unix endpoint with its path made absolute (what a journal records, to reach it again from anywhere)."""
+    path = _unix_path(ep)
+    return ep if path is None else "unix://" + os.path.abspath(path)
+
+
 def _parse_endpoint(ep: str) -> tuple[str, int, bool]:
     m = re.fullmatch(r"(?:(https?)://)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+)(?::(\d{1,5}))?/?", ep)
     if not m:
@@ -186,6 +214,10 @@ class Etcd:
             creds = _credentials(self.settings)
         eps = []
         for e in self.settings.endpoints:
+            path = _unix_path(e)
+            if path is not None:
+                eps.append(_unix_endpoint(pyetcd, path))
+                continue
             host, port, https = _parse_endpoint(e)
             secure = https or bool(self.settings.cacert or (self.settings.pem or {}).get("cacert"))
             eps.append(pyetcd.Endpoint(host, port, secure=secure, creds=creds if secure else None))
@@ -205,8 +237,9 @@ class Etcd:
         end = _prefix_end(prefix)
         start = prefix
         while True:
+            # no sort order: etcd returns a range in key order by itself, and kine refuses any sort
             resp = self._call(lambda: self._connect().get_range_response(
-                start, end, sort_order="ascend", sort_target="key", limit=PAGE, keys_only=keys_only))
+                start, end, limit=PAGE, keys_only=keys_only))
             self.ranges.append((start, end))
             for kv in resp.kvs:
                 yield KV(kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version)
@@ -228,25 +261,34 @@ class Etcd:
         if not any(key.startswith(p) and len(key) > len(p) for p in self.allowed_prefixes):
             raise ValueError(f"key {key!r} is outside the allowed etcd prefixes")
 
-    def _txn(self, compare_fn, ops_fn) -> bool:
+    # Each is one of the three transactions kube-apiserver sends (k8s.io/apiserver's etcd3 store), which are all
+    # kine accepts: anything else it refuses ("unsupported operations in txn request").
+    def _txn(self, key: bytes, mod_revision: int, op_fn, else_get: bool) -> bool:
         def go():
             c = self._connect()
-            ok, _ = c.transaction(compare=compare_fn(c.transactions), success=ops_fn(c.transactions), failure=[])
+            t = c.transactions
+            ok, _ = c.transaction(compare=[t.mod(key) == mod_revision], success=[op_fn(t)],
+                                  failure=[t.get(key)] if else_get else [])
             return ok
         return bool(self._call(go))
 
     def delete_if_mod_revision(self, key: bytes, mod_revision: int) -> bool:
         """Delete ``key`` only if it is still the version with ``mod_revision``."""
         self._check_key(key)
-        return self._txn(lambda t: [t.mod(key) == mod_revision], lambda t: [t.delete(key)])
+        if mod_revision <= 0:
+            raise ValueError("a delete compares with the revision of an existing key")
+        return self._txn(key, mod_revision, lambda t: t.delete(key), else_get=True)
 
     def put_if_absent(self, key: bytes, value: bytes) -> bool:
+        """Create ``key``: only while it is absent (mod_revision 0, which etcd and kine both mean so)."""
         self._check_key(key)
-        return self._txn(lambda t: [t.create(key) == 0], lambda t: [t.put(key, value)])
+        return self._txn(key, 0, lambda t: t.put(key, value), else_get=False)
 
     def put_if_mod_revision(self, key: bytes, value: bytes, mod_revision: int) -> bool:
         self._check_key(key)
-        return self._txn(lambda t: [t.mod(key) == mod_revision], lambda t: [t.put(key, value)])
+        if mod_revision <= 0:
+            raise ValueError("an update compares with the revision of an existing key")
+        return self._txn(key, mod_revision, lambda t: t.put(key, value), else_get=True)
 
     def snapshot(self, out, progress=None) -> tuple[int, str]:
         """Stream a full snapshot into the binary file ``out``; returns (size, sha256 of the
@@ -363,7 +405,22 @@ class Etcd:
 def _auth_hint(s: EtcdSettings, detail: str) -> str | None:
     if "user name is empty" in detail or ("permission denied" in detail and not s.user):
         return "etcd has authentication enabled: give --etcd-user USER (or $ETCDCTL_USER), and the password"
+    if detail.startswith("snapshot is not supported"):
+        return ("this is kine (k3s' SQLite datastore), which has no snapshot: with k3s stopped, copy "
+                "/var/lib/rancher/k3s/server/db/ (state.db and its -wal and -shm files) instead")
     return None
+
+
+def _unix_endpoint(pyetcd, path: str):
+    """pyetcd's Endpoint on a unix socket: it only knows host:port, and gRPC dials ``unix:PATH`` targets itself."""
+
+    class UnixEndpoint(pyetcd.Endpoint):
+        def _mkchannel(self, opts):
+            return _grpc().insecure_channel("unix:" + os.path.abspath(path), options=opts)
+
+    ep = UnixEndpoint("localhost", 0, secure=False)
+    ep.netloc = "unix://" + path
+    return ep
 
 
 def _tls_hint(s: EtcdSettings) -> str | None:
