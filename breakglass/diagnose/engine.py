@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterable
 
 from breakglass.diagnose import findings as _findings
-from breakglass.diagnose import remedies, signatures
+from breakglass.diagnose import parallel, remedies, signatures
 from breakglass.diagnose.correlate import EVIDENCE_HEAD, EVIDENCE_TAIL, Correlator
 from breakglass.diagnose.model import Diagnosis, ScanStats
 from breakglass.logs import formats, sources
@@ -43,24 +43,40 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
     log_like = False
     t0 = time.perf_counter()
     for src in srcs:
-        counted = _Counting(sources.read_chunks(src), src.name, opts.progress)
-        try:
-            for text, line, end_line in _records(scanner.records(counted)):
-                candidates += 1
+        counted = _Counting(None, src.name, opts.progress)
+
+        def scan_part(chunks: Iterable[bytes], emit, name: str = src.name) -> tuple[int, int]:
+            n = 0
+            for text, line, end_line in _records(scanner.records(chunks)):
+                n += 1
                 if not gate(text):
                     continue
-                for rec in _parse(text, src.name, line, end_line, year):
+                for rec in _parse(text, name, line, end_line, year):
                     evs = signatures.classify(rec)
                     if evs:
-                        corr.feed(evs)
+                        emit(evs)
+            return n, scanner.lines
+
+        try:
+            split = parallel.plan(src, LOG_SAMPLE)
+            if split is not None:
+                counted.head = split.head
+                done = parallel.run(split, scan_part, corr.feed, sources.CHUNK, counted.progress_only)
+                candidates += done.candidates
+                counted.bytes, lines = done.bytes, done.lines
+            else:
+                counted.chunks = sources.read_chunks(src)
+                got, lines = scan_part(counted, corr.feed)
+                candidates += got
         except BadInput as e:
             if not src.lenient:
                 raise
             warnings.append(f"skipped {e}")
+            lines = scanner.lines
         if counted.bytes == 0 and not src.lenient:
             warnings.append(f"{src.name} is empty")
         total_bytes += counted.bytes
-        total_lines += scanner.lines
+        total_lines += lines
         log_like = log_like or looks_like_log(counted.head)
     found, verdict, notices = _findings.build_all(corr)
     stats = ScanStats(sources=[s.name for s in srcs], bytes=total_bytes, lines=total_lines,
@@ -167,23 +183,26 @@ class _Counting:
 
     PROGRESS_EVERY = 64 << 20
 
-    def __init__(self, chunks: Iterable[bytes], name: str = "", progress=None) -> None:
-        self._chunks = chunks
+    def __init__(self, chunks: Iterable[bytes] | None, name: str = "", progress=None) -> None:
+        self.chunks = chunks
         self._name = name
         self._progress = progress
+        self._next_report = self.PROGRESS_EVERY
         self.bytes = 0
         self.head = b""  # the first 64 KiB, to tell a log from something else
 
     def __iter__(self):
-        next_report = self.PROGRESS_EVERY
-        for c in self._chunks:
+        for c in self.chunks:
             if not self.bytes:
                 self.head = bytes(c[:LOG_SAMPLE])
-            self.bytes += len(c)
-            if self._progress and self.bytes >= next_report:
-                self._progress(self._name, self.bytes)
-                next_report += self.PROGRESS_EVERY
+            self.progress_only(len(c))
             yield c
+
+    def progress_only(self, n: int) -> None:
+        self.bytes += n
+        if self._progress and self.bytes >= self._next_report:
+            self._progress(self._name, self.bytes)
+            self._next_report += self.PROGRESS_EVERY
 
 
 def diagnose_paths(paths: list[str], opts: Options | None = None, stdin: BinaryIO | None = None,

@@ -30,6 +30,7 @@ class LogSource:
     name: str
     opener: Callable[[], BinaryIO] = field(repr=False)
     lenient: bool = False  # found by walking a directory: a broken file is a warning, not an error
+    path: str | None = None  # a local regular file, which may be read in parts (``logs.split``)
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -42,7 +43,17 @@ def _looks_binary(head: bytes) -> bool:
     return bad > len(sample) // 10
 
 
-def _os_error(name: str, err: OSError) -> BadInput:
+def is_gzip(head: bytes) -> bool:
+    return head.startswith(_GZIP_MAGIC)
+
+
+def check_text(head: bytes, name: str) -> None:
+    """The first bytes of a plain (not gzip) source must be text."""
+    if _looks_binary(head):
+        raise BadInput(f"{name}: binary data, not a text log")
+
+
+def os_error(name: str, err: OSError) -> BadInput:
     if err.errno == errno.ENOENT:
         return BadInput(f"{name}: no such file or directory")
     if err.errno == errno.EACCES:
@@ -62,7 +73,7 @@ def _pod_log_key(path: str) -> tuple:
 
 
 def _file_source(path: str, lenient: bool = False) -> LogSource:
-    return LogSource(name=path, opener=lambda: open(path, "rb"), lenient=lenient)
+    return LogSource(name=path, opener=lambda: open(path, "rb"), lenient=lenient, path=path)
 
 
 def expand(paths: list[str], stdin: BinaryIO | None = None) -> list[LogSource]:
@@ -76,7 +87,7 @@ def expand(paths: list[str], stdin: BinaryIO | None = None) -> list[LogSource]:
         try:
             st = os.stat(p)
         except OSError as e:
-            raise _os_error(p, e) from None
+            raise os_error(p, e) from None
         if stat.S_ISDIR(st.st_mode):
             found = []
             for root, dirs, files in os.walk(p):
@@ -102,19 +113,18 @@ def read_chunks(src: LogSource, chunk: int | None = None) -> Iterator[bytes]:
     try:
         raw = src.opener()
     except OSError as e:
-        raise _os_error(src.name, e) from None
+        raise os_error(src.name, e) from None
     try:
         first = raw.read(chunk)
         if first.startswith(_GZIP_MAGIC):
             yield from _gunzip_checked(raw, first, src.name)
             return
-        if _looks_binary(first):
-            raise BadInput(f"{src.name}: binary data, not a text log")
+        check_text(first, src.name)
         while first:
             yield first
             first = raw.read(chunk)
     except OSError as e:
-        raise _os_error(src.name, e) from None
+        raise os_error(src.name, e) from None
     finally:
         if raw is not sys.stdin.buffer and src.name != "<stdin>":
             raw.close()
