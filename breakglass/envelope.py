@@ -3,9 +3,10 @@
 Scripts depend on this shape, so it changes only with ``API_VERSION``:
 
     {"apiVersion": "breakglass/v1alpha1", "kind": "<Result kind>",
-     "exitCode": <int>, "result": {...}, "warnings": [...]}
+     "exitCode": <int>, "result": {...}, "warnings": [...], "outcome": {...}}
 
-Errors use kind "Error" and carry {"type", "message", "hint"} under "error".
+Errors use kind "Error" and carry {"type", "message", "hint"} under "error". Every envelope, errors too, has
+the same ``outcome`` block (``breakglass.outcome``): status, run, read, changed, verified, notVerified, next.
 """
 
 from __future__ import annotations
@@ -34,22 +35,30 @@ def to_plain(obj: Any) -> Any:
     return obj
 
 
-def envelope(kind: str, result: Any, exit_code: int, warnings: list[str] | None = None) -> dict:
+def envelope(kind: str, result: Any, exit_code: int, warnings: list[str] | None = None, outcome=None) -> dict:
+    """``outcome``: a ``breakglass.outcome.Outcome``; by default built from the result, so every caller (the fast
+    path in ``__main__`` too) carries one."""
+    from breakglass import outcome as _outcome  # noqa: PLC0415
+
     return {
         "apiVersion": API_VERSION,
         "kind": kind,
         "exitCode": int(exit_code),
         "result": to_plain(result),
         "warnings": list(warnings or []),
+        "outcome": (outcome or _outcome.of(kind, result, exit_code)).to_json(),
     }
 
 
-def error_envelope(error_type: str, message: str, exit_code: int, hint: str | None = None) -> dict:
+def error_envelope(error_type: str, message: str, exit_code: int, hint: str | None = None, outcome=None) -> dict:
+    from breakglass import outcome as _outcome  # noqa: PLC0415
+
     return {
         "apiVersion": API_VERSION,
         "kind": "Error",
         "exitCode": int(exit_code),
         "error": {"type": error_type, "message": message, "hint": hint},
+        "outcome": (outcome or _outcome.of_error(error_type, message, hint)).to_json(),
     }
 
 

@@ -128,7 +128,10 @@ class Run:
         os.mkdir(os.path.join(path, "backups"), 0o700)
         _fsync_dir(runs)
         run = cls(path)
-        run.append("run-started", kind=kind, schema=SCHEMA, **meta)
+        from breakglass.runstates import owner  # noqa: PLC0415
+
+        # pid and host: `runs` tells a run whose process was killed from one still at work
+        run.append("run-started", kind=kind, schema=SCHEMA, **{**meta, **owner()})
         return run
 
     @classmethod

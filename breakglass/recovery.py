@@ -11,9 +11,9 @@ import base64
 import os
 from dataclasses import dataclass, field
 
-from breakglass import journal
+from breakglass import journal, outcome, render, runstates
 from breakglass.access.etcd import Etcd, EtcdSettings
-from breakglass.errors import BadInput, BreakglassError, Interrupted
+from breakglass.errors import BadInput, BreakglassError, Interrupted, PreconditionFailed
 from breakglass.journal import Run
 from breakglass.remedies import driver
 from breakglass.remedies.base import Step
@@ -43,25 +43,27 @@ def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_p
         raise BadInput("--snapshot goes with --method etcd")
     run = Run.create(journal.state_dir(state), "recover", {"method": remedy.method, **meta})
     snap = None
-    if snapshot_path:
-        try:
-            snap = take_snapshot(remedy.etcd, run, snapshot_path, progress)
-        except (BreakglassError, KeyboardInterrupt) as e:
-            # nothing was changed: the run ends here, as failed (or interrupted), never left "started"
-            run.append("interrupted" if isinstance(e, KeyboardInterrupt) else "failed", step=None,
-                       error=str(e) or "interrupted", kind=getattr(e, "kind", "interrupted"))
-            if isinstance(e, BreakglassError):
-                e.hint = (f"{e.hint}; " if e.hint else "") + f"nothing was changed; run {run.id} is closed as failed"
-            raise
     try:
+        if snapshot_path:
+            snap = take_snapshot(remedy.etcd, run, snapshot_path, progress)
         result = driver.apply(remedy, steps, run, hook)
     except KeyboardInterrupt:
-        raise Interrupted(f"interrupted during run {run.id}; its journal says what was done",
-                          hint=f"`breakglass revert {run.id}` undoes it") from None
-    except BreakglassError as e:
-        done = [s.step.target for s in driver.replay(run).steps if s.last in CHANGED]
-        e.hint = e.hint or (f"touched so far: {', '.join(done)}; `breakglass revert {run.id}` undoes it" if done
-                            else f"nothing was changed; run {run.id} is closed as failed")
+        _close(run, "interrupted", "interrupted", "interrupted")
+        err = Interrupted(f"interrupted during run {run.id}; its journal says what was done",
+                          hint=f"`breakglass revert {run.id}` undoes it" if _touched(run)
+                          else f"nothing was changed; run {run.id} is closed as interrupted")
+        err.outcome = outcome.of_run_state(driver.replay(run))  # type: ignore[attr-defined]
+        raise err from None
+    except BaseException as e:
+        # every way out ends the run in a final state (driver.apply closes its own; a snapshot that could not
+        # be taken, or a bug, is closed here), and the error says what was changed
+        _close(run, "failed", str(e), getattr(e, "kind", "failure"))
+        if isinstance(e, BreakglassError):
+            done = _touched(run)
+            e.hint = (f"{e.hint}; " if e.hint else "") + (
+                f"touched so far: {', '.join(done)}; `breakglass revert {run.id}` undoes it" if done
+                else f"nothing was changed; run {run.id} is closed as failed")
+            e.outcome = outcome.of_run_state(driver.replay(run))  # type: ignore[attr-defined]
         raise
     finally:
         report_error = _write_report(run)
@@ -69,6 +71,19 @@ def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_p
     if report_error:
         result.error = report_error  # the change is made and journaled: say so, with the way back
     return result
+
+
+def _touched(run: Run) -> list[str]:
+    return [s.step.target for s in driver.replay(run).steps if s.last in CHANGED]
+
+
+def _close(run: Run, event: str, error: str, kind: str) -> None:
+    """End a run still in a transient state (started, planned, applying) as ``event``."""
+    try:
+        if driver.replay(run).status in runstates.TRANSIENT:
+            run.append(event, step=None, error=error or event, kind=kind)
+    except (OSError, BreakglassError):  # the journal itself is what failed: nothing more can be recorded
+        pass
 
 
 def _write_report(run: Run) -> str | None:
@@ -195,6 +210,13 @@ def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, forc
     run = Run.open(ref, state) if ref else latest_unreverted(state)
     st = driver.replay(run)
     if not any(s.backup for s in st.steps):  # stopped before anything was backed up, so before any change
+        if st.status in runstates.TRANSIENT and not dry_run:
+            if st.label.endswith("(running, pid " + str(st.pid) + ")"):
+                raise PreconditionFailed(f"run {run.id} is still {st.status} in process {st.pid}",
+                                         hint="let it finish (or stop it), then `breakglass runs` shows its state")
+            run.append("run-closed", reason=f"nothing was changed; the run was left {st.label}")
+            run.write_file("report.md", report(run))
+            return driver.RevertResult(run.id, dry_run, [], "closed")
         return driver.RevertResult(run.id, dry_run, [], "nothing-to-do")
     remedy = remedy_for(st, etcd, talos, ssh, kube)
     try:
@@ -210,23 +232,43 @@ class RunSummary:
     path: str
     kind: str
     method: str | None
-    status: str
+    status: str  # one of runstates.RUN_STATES, or "unreadable: why"
     started: str | None
     steps: list[str] = field(default_factory=list)
+    label: str = ""  # the status as `runs` shows it: "started (process gone)" for a run whose process died
+    changed: int = 0  # steps that changed something and are not undone
 
 
 def list_runs(state: str | None) -> list[RunSummary]:
+    _check_state_dir(state)
     out = []
     for run in journal.list_runs(state):
         try:
             st = driver.replay(run)
         except BadInput as e:
-            out.append(RunSummary(run.id, run.path, "?", None, f"unreadable: {e}", None))
+            out.append(RunSummary(run.id, run.path, "?", None, f"unreadable: {e}", None, label="unreadable"))
             continue
         out.append(RunSummary(run.id, run.path, st.kind, st.method, st.status, st.started,
                               [f"{s.step.summary} [{s.last}{', ' + s.reverts[-1] if s.reverts else ''}]"
-                               for s in st.steps]))
+                               for s in st.steps], st.label, len(_still_changed(st))))
     return out
+
+
+def _still_changed(st: driver.RunState) -> list:
+    return [s for s in st.steps if s.last in CHANGED and not (s.reverts and s.reverts[-1] not in ("reverting",
+                                                                                                  "conflict"))]
+
+
+def _check_state_dir(state: str | None) -> None:
+    """A state directory that names a file is bad input, not "no runs" (one that does not exist yet is empty)."""
+    path = journal.state_dir(state)
+    runs = os.path.join(path, "runs")
+    for p in (path, runs):
+        if os.path.exists(p) and not os.path.isdir(p):
+            raise BadInput(f"state directory {p} is a file, not a directory",
+                           hint="choose another with --state-dir or $BREAKGLASS_STATE_DIR")
+    if os.path.isdir(runs) and not os.access(runs, os.R_OK | os.X_OK):
+        raise BadInput(f"state directory {runs}: permission denied")
 
 
 CHANGED = ("applying", "applied", "verified", "unverified")
@@ -289,9 +331,11 @@ def report(run: Run) -> str:
         extra = {k: v for k, v in e.items()
                  if k not in ("ts", "event", "steps", "backup", "target", "text", "findings", "verdict")}
         lines.append(f"- {e.get('ts')} {e.get('event')} {extra if extra else ''}".rstrip())
+    told = outcome.of_run_state(st)  # the same outcome `recover`, `revert` and `runs` print
+    lines += ["", "## Outcome", ""] + render.outcome(told, markdown=True)
     if st.status == "reverted":
         lines += ["", "Reverted: nothing of this run is left in the cluster."]
-    elif any(s.last in CHANGED for s in st.steps):
+    elif told.next:
         lines += ["", "To undo: `breakglass revert " + run.id + "` (works from a copy of this directory too: "
                   "`breakglass revert /path/to/" + run.id + "`)."]
     else:

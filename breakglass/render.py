@@ -156,6 +156,27 @@ def plan(steps, method: str) -> str:
     return "\n".join(out)
 
 
+_OUTCOME_ROWS = (("read", "read"), ("changed", "changed"), ("verified", "verified"),
+                 ("not_verified", "not verified"), ("next", "next"))
+
+
+def outcome(o, markdown: bool = False) -> list[str]:
+    """The outcome block (``breakglass.outcome.Outcome``) as text lines: the same five parts the JSON carries.
+    "changed" is always shown, "nothing" when nothing was; the other parts only when they have something."""
+    out = [] if markdown else [f"outcome: {o.status}" + (f" (run {o.run})" if o.run else "")]
+    for attr, title in _OUTCOME_ROWS:
+        items = [_esc(x) for x in getattr(o, attr)]
+        if not items and attr != "changed":
+            continue
+        if markdown:
+            out.append(f"- {title}: " + ("; ".join(f"`{x}`" if attr == "next" else x for x in items) or "nothing"))
+            continue
+        items = items or ["nothing"]
+        out.append(f"  {title + ':':<14}{items[0]}")
+        out += [f"  {'':<14}{x}" for x in items[1:]]
+    return out
+
+
 def run_result(r) -> str:
     out = [f"run {r.run}: {r.status}"]
     if r.snapshot:
@@ -169,8 +190,14 @@ def run_result(r) -> str:
             out.append(f"    post-start hooks still failing: {', '.join(s.failing_hooks)}")
     if r.error:
         out.append(f"warning: {r.error}")
-    out.append(f"undo with: breakglass revert {r.run}")
+    out += _outcome_of("RecoverResult", r)
     return "\n".join(out)
+
+
+def _outcome_of(kind: str, result) -> list[str]:
+    from breakglass import outcome as _outcome  # noqa: PLC0415
+
+    return outcome(_outcome.of(kind, result))
 
 
 def revert_result(r, preview: bool = False) -> str:
@@ -181,15 +208,19 @@ def revert_result(r, preview: bool = False) -> str:
         out.append(f"  {o.step}: {o.outcome}: {o.detail}")
         if o.diff:
             out += ["      " + line for line in o.diff.rstrip().splitlines()]
+    if r.status == "closed":
+        out.append("  nothing was changed by this run; it is closed")
+    if not preview:
+        out += _outcome_of("RevertResult", r)
     return "\n".join(out)
 
 
 def runs(items) -> str:
     if not items:
         return "no runs"
-    rows = [[r.run, r.kind, r.method or "-", r.status, str(len(r.steps))] for r in items]
+    rows = [[r.run, r.kind, r.method or "-", r.label or r.status, str(len(r.steps))] for r in items]
     out = _table(["RUN", "KIND", "METHOD", "STATUS", "STEPS"], rows)
-    return "\n".join(out)
+    return "\n".join(out + [""] + _outcome_of("RunList", items))
 
 
 def leak_report(rep, verbose: bool = False) -> str:

@@ -284,7 +284,11 @@ def test_a_real_revert_never_says_dry_run(tmp_path):
     assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 0
     p = _cli(tmp_path, "revert", "--yes")
     assert p.returncode == 0 and b"dry run" not in p.stdout and b"plan (nothing changed yet)" in p.stdout
-    assert p.stdout.decode().strip().splitlines()[-2].startswith("revert of run ")  # the outcome, last
+    lines = p.stdout.decode().strip().splitlines()
+    result = max(i for i, x in enumerate(lines) if x.startswith("revert of run "))
+    assert result > lines.index(next(x for x in lines if x.startswith("plan (nothing changed yet)")))
+    block = lines[max(i for i, x in enumerate(lines) if x.startswith("outcome: ")):]
+    assert block[0].startswith("outcome: reverted") and block[1].startswith("  read:")  # the outcome, last
 
 
 def test_a_reverted_runs_report_says_so_and_offers_no_undo(tmp_path):

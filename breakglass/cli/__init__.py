@@ -64,9 +64,39 @@ def _signals_as_interrupts() -> None:
             pass
 
 
+def _invoke(root: str, prog_name: str | None = None) -> None:
+    """The app, with click's usage errors (an unknown option, a missing value) reported like every other error:
+    one line, exit 2, a hint naming the command's --help, and the JSON error envelope under -o json."""
+    from typer._click.exceptions import ClickException  # noqa: PLC0415 - typer's own click
+
+    from breakglass.cli._base import usage_error  # noqa: PLC0415
+
+    try:
+        code = app(prog_name=prog_name, standalone_mode=False)
+    except ClickException as e:
+        words, ctx = [], getattr(e, "ctx", None)
+        while ctx is not None and ctx.parent is not None:
+            words.insert(0, ctx.info_name)
+            ctx = ctx.parent
+        argv = sys.argv[1:]
+        if not words:  # some parser errors carry no context: the command is the leading words of argv
+            cmd = typer.main.get_command(app)
+            for a in argv:
+                sub = getattr(cmd, "commands", {}).get(a)
+                if sub is None:
+                    break
+                words.append(a)
+                cmd = sub
+        json_out = any(a in ("--output=json", "-ojson") or (a in ("-o", "--output") and argv[i + 1:i + 2] == ["json"])
+                       for i, a in enumerate(argv))
+        usage_error(e.format_message(), " ".join([root] + words), Output.json if json_out else Output.text)
+        raise SystemExit(int(getattr(e, "exit_code", 2) or 2)) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
+
+
 def main() -> None:
     _signals_as_interrupts()
-    app()
+    _invoke("breakglass")
 
 
 def bundle_main() -> None:
@@ -79,7 +109,7 @@ def bundle_main() -> None:
         elif name.startswith("kubectl-breakglass"):
             kubectl_main()
         else:
-            app(prog_name="breakglass")
+            _invoke("breakglass", "breakglass")
     except ImportError as e:  # typer parses typed options with pydantic, whose core is compiled code
         from breakglass.capability import unsupported  # noqa: PLC0415
 
@@ -116,4 +146,4 @@ def kubectl_complete_main() -> None:
 def kubectl_main() -> None:
     """`kubectl breakglass ...`: kubectl runs kubectl-breakglass from PATH; usage lines say what was typed."""
     _signals_as_interrupts()
-    app(prog_name="kubectl breakglass")
+    _invoke("kubectl breakglass", "kubectl breakglass")

@@ -73,7 +73,7 @@ app = typer.Typer(
     name="breakglass",
     help="Bring a Kubernetes control plane back when admission webhooks have locked it up.",
     epilog="Exit codes: 0 ok/nothing found, 1 bug, 2 bad input, 3 problem found, 4 target changed, "
-           "5 unreachable, 6 unsupported here, 130 interrupted.",
+           "5 unreachable, 6 unsupported here, 7 declined, 8 applied not verified, 130 interrupted.",
     invoke_without_command=True,
     add_completion=True,  # serves completions, and --install-completion; `breakglass completion SHELL` prints a script
     pretty_exceptions_enable=False,
@@ -82,11 +82,13 @@ app = typer.Typer(
 )
 
 
-def _emit_error(err_type: str, message: str, code: int, output: Output, hint: str | None = None) -> None:
+def _emit_error(err_type: str, message: str, code: int, output: Output, hint: str | None = None,
+                outcome=None) -> None:
+    """``outcome``: what the failed command did (a run that changed something before it failed), when known."""
     if output is Output.json:
         from breakglass.envelope import dumps, error_envelope  # noqa: PLC0415
 
-        print(dumps(error_envelope(err_type, message, code, hint)))
+        print(dumps(error_envelope(err_type, message, code, hint, outcome)))
     print(f"breakglass: error: {message}", file=sys.stderr)
     if hint:
         print(f"hint: {hint}", file=sys.stderr)
@@ -101,7 +103,7 @@ def _run(output: Output, verbose: bool, body: Callable[[], int]) -> None:
             _show(output, "Notice", {"status": e.kind, "message": str(e), "hint": e.hint},
                   lambda: str(e) + (f"\n{e.hint}" if e.hint else ""))
             raise typer.Exit(0) from None
-        _emit_error(e.kind, str(e), int(e.exit_code), output, e.hint)
+        _emit_error(e.kind, str(e), int(e.exit_code), output, e.hint, getattr(e, "outcome", None))
         code = int(e.exit_code)
     except KeyboardInterrupt:
         _emit_error("interrupted", "interrupted", int(ExitCode.INTERRUPTED), output)
@@ -131,7 +133,7 @@ def _render():
 
 def _show(output: Output, kind: str, result: Any, text: Callable[[], str], code: int = 0,
           warnings: list[str] | None = None) -> None:
-    """Print a result as the versioned JSON envelope or as text."""
+    """Print a result as the versioned JSON envelope (with its outcome block) or as text."""
     if output is Output.json:
         _print_json(kind, result, code, warnings or [])
     else:
@@ -142,6 +144,14 @@ def _print_json(kind: str, result: Any, code: int, warnings: list[str]) -> None:
     from breakglass.envelope import dumps, envelope  # noqa: PLC0415
 
     print(dumps(envelope(kind, result, code, warnings)))
+
+
+def usage_error(message: str, command: str, output: Output) -> None:
+    """click's usage errors (a missing value, an unknown option) as every other error: one line, and a hint
+    naming the command's help, instead of click's usage block."""
+    msg = message.strip().rstrip(".")
+    _emit_error("bad-input", msg[:1].lower() + msg[1:] if msg[:2] != msg[:2].upper() else msg,
+                int(ExitCode.BAD_INPUT), output, f"`{command} --help` shows the options")
 
 
 # -- where admission configurations come from (shared by webhooks and audit) -------------------

@@ -415,8 +415,10 @@ def revert(
         if not dry_run:
             preview = recovery.revert_run(run, state_dir, target, force=force, dry_run=True, talos=talos,
                                           ssh=ssh_opts, kube=(kubeconfig, context))
-            if preview.status == "nothing-to-do":
-                _show(output, "RevertResult", preview, lambda: _render().revert_result(preview))
+            if preview.status == "nothing-to-do":  # nothing to ask about; a run left open is closed for real
+                res = recovery.revert_run(run or preview.run, state_dir, target, force=force, talos=talos,
+                                          ssh=ssh_opts, kube=(kubeconfig, context))
+                _show(output, "RevertResult", res, lambda: _render().revert_result(res))
                 return 0
             if output is Output.text:
                 print(_render().revert_result(preview, preview=True))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from breakglass import runstates
 from breakglass.errors import BreakglassError, PreconditionFailed
 from breakglass.journal import Run
 from breakglass.remedies.base import CONFLICT, Remedy, RevertOutcome, Step, Unverified
@@ -24,7 +25,7 @@ class RunResult:
     method: str
     dry_run: bool
     steps: list[dict]
-    status: str  # planned | applied | applied-unverified | failed | interrupted
+    status: str  # planned (a dry run), or a run state: applied | applied-unverified (see runstates)
     error: str | None = None
     snapshot: dict | None = None
     readiness: list = field(default_factory=list)  # /readyz after the change, when waited for
@@ -60,6 +61,10 @@ def apply(remedy: Remedy, steps: list[Step], run: Run, hook: Hook | None = None)
     except BreakglassError as e:
         run.append("failed", step=current.id if current else None, error=str(e), kind=e.kind)
         raise
+    except Exception as e:  # a bug: the run still ends failed, never left "applying"
+        run.append("failed", step=current.id if current else None, error=f"{type(e).__name__}: {e}",
+                   kind="failure")
+        raise
 
 
 @dataclass
@@ -79,6 +84,13 @@ class RunState:
     status: str
     started: str | None
     steps: list[StepState]
+    pid: int | None = None  # of the process that last worked on the run (recover, then revert)
+    host: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The state as `runs` shows it: a transient one says whether its process is still there."""
+        return runstates.label(self.status, self.pid, self.host)
 
 
 def replay(run: Run) -> RunState:
@@ -88,10 +100,14 @@ def replay(run: Run) -> RunState:
     started = None
     steps: dict[str, StepState] = {}
     status = "started"
+    pid = host = None
     for e in run.events():
         ev = e.get("event")
+        if "pid" in e:
+            pid, host = e.get("pid"), e.get("host")
         if ev == "run-started":
             kind, started = e.get("kind"), e.get("ts")
+            method = method or e.get("method")  # known before the plan: a run that stops earlier still says how
             status = "started"
         elif ev == "planned":
             method, target = e.get("method"), e.get("target") or {}
@@ -118,11 +134,15 @@ def replay(run: Run) -> RunState:
             status = "revert-conflict"
         elif ev == "run-finished":
             status = e.get("status", "applied")
-        elif ev in ("interrupted", "failed"):
+        elif ev in ("interrupted", "failed", "revert-failed"):
             status = ev
         elif ev == "run-reverted":
             status = "reverted"
-    return RunState(run.id, kind or "?", method, target, status, started, list(steps.values()))
+        elif ev == "revert-finished":  # a revert that ended with a conflict, whatever step came last
+            status = e.get("status") or status
+        elif ev == "run-closed":
+            status = "closed"
+    return RunState(run.id, kind or "?", method, target, status, started, list(steps.values()), pid, host)
 
 
 @dataclass
@@ -130,7 +150,7 @@ class RevertResult:
     run: str
     dry_run: bool
     outcomes: list[RevertOutcome]
-    status: str  # reverted | conflict | nothing-to-do
+    status: str  # reverted | conflict | would-revert (dry run) | nothing-to-do | closed (a run left open, closed)
 
 
 def revert(remedy: Remedy, run: Run, force: bool = False, dry_run: bool = False) -> RevertResult:
@@ -147,27 +167,45 @@ def revert(remedy: Remedy, run: Run, force: bool = False, dry_run: bool = False)
         raise PreconditionFailed("not reverted yet: " + "; ".join(held),
                                  hint=f"run `breakglass revert {run.id}` again once it is ready (--force reverts "
                                       f"anyway and re-arms the webhook)")
-    for st in todo:
-        if dry_run:
-            outcomes.append(remedy.revert(st.step, st.backup, run, force=force, dry_run=True))
-            continue
-        run.append("reverting", step=st.step.id, force=force)
-        out = remedy.revert(st.step, st.backup, run, force=force)
-        if out.outcome == CONFLICT:
-            run.append("revert-conflict", step=st.step.id, detail=out.detail)
-        else:
-            run.append("reverted", step=st.step.id, outcome=out.outcome, detail=out.detail)
-        outcomes.append(out)
+    current = None
+    try:
+        for st in todo:
+            if dry_run:
+                outcomes.append(remedy.revert(st.step, st.backup, run, force=force, dry_run=True))
+                continue
+            current = st.step.id
+            run.append("reverting", step=st.step.id, force=force, **runstates.owner())
+            out = remedy.revert(st.step, st.backup, run, force=force)
+            if out.outcome == CONFLICT:
+                run.append("revert-conflict", step=st.step.id, detail=out.detail)
+            else:
+                run.append("reverted", step=st.step.id, outcome=out.outcome, detail=out.detail)
+            outcomes.append(out)
+    except KeyboardInterrupt:
+        if current is not None:
+            run.append("interrupted", step=current)
+        raise
+    except Exception as e:  # unreachable mid-revert, or a bug: the run ends revert-failed, never "reverting"
+        if current is not None:
+            run.append("revert-failed", step=current, error=f"{e}" if isinstance(e, BreakglassError)
+                       else f"{type(e).__name__}: {e}", kind=getattr(e, "kind", "failure"))
+        raise
     conflicts = [o for o in outcomes if o.outcome == CONFLICT]
     if not dry_run and not conflicts:
         run.append("run-reverted")
+    elif not dry_run:
+        run.append("revert-finished", status="revert-conflict")
     status = "conflict" if conflicts else ("would-revert" if dry_run else "reverted")
     result = RevertResult(run.id, dry_run, outcomes, status)
     if conflicts and not dry_run:
         err = PreconditionFailed(
             f"{len(conflicts)} step(s) not reverted: the target changed since the run "
             f"({'; '.join(c.detail for c in conflicts)})",
-            hint="that is often the desired end state (an operator recreated it); --force overwrites it")
+            hint="that is often the desired end state (an operator recreated it); "
+                 f"`breakglass revert {run.id} --force` overwrites it")
         err.result = result  # type: ignore[attr-defined]
+        from breakglass import outcome  # noqa: PLC0415
+
+        err.outcome = outcome.of("RevertResult", result)  # type: ignore[attr-defined]
         raise err
     return result

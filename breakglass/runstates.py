@@ -1,0 +1,60 @@
+"""The states a run can be in: one list, documented here and in the README (a test checks they agree).
+
+A run's state is what its journal's last transitions say (``driver.replay``). Every path out of a process that
+ends normally, error and Ctrl-C included, leaves a run in a FINAL state; a TRANSIENT state is seen only while a
+process is at work, or after one was killed (kill -9, a power cut). ``label`` tells those two apart by the pid
+and host the journal recorded, so `breakglass runs` never shows a dead run as if it were still going.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+# state -> what it means (the README's table is checked against this)
+FINAL: dict[str, str] = {
+    "applied": "every change made and verified",
+    "applied-unverified": "every change made, but not all could be verified in time (exit 8)",
+    "backed-up": "`etcd backup`: the keys are backed up, nothing was changed",
+    "failed": "stopped by an error; the journal, report.md and the error's hint say what, if anything, changed",
+    "interrupted": "stopped by Ctrl-C, SIGTERM or SIGHUP; the journal says how far it got",
+    "reverted": "every change undone",
+    "revert-conflict": "a target changed since the run and was left alone (revert --force overwrites it)",
+    "revert-failed": "a revert stopped by an error; revert again once the target is reachable",
+    "closed": "nothing was changed, and revert closed the run",
+}
+TRANSIENT: dict[str, str] = {
+    "started": "the run directory exists, nothing is planned yet",
+    "planned": "the steps are journaled, none begun",
+    "applying": "a step is being backed up, applied or verified",
+    "reverting": "a revert is under way",
+}
+RUN_STATES: dict[str, str] = {**FINAL, **TRANSIENT}
+
+
+def owner() -> dict:
+    """What a transition records so a later reader can tell a live process from a dead one."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    except (OverflowError, OSError):
+        return False
+    return True
+
+
+def label(status: str, pid=None, host=None) -> str:
+    """The state as `runs` shows it: a transient state says whether its process is still there."""
+    if status not in TRANSIENT:
+        return status
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return f"{status} (no process recorded)"
+    if host and host != socket.gethostname():
+        return f"{status} (process {pid} on {host})"
+    return f"{status} (running, pid {pid})" if _alive(pid) else f"{status} (process gone)"
