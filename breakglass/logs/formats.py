@@ -10,12 +10,12 @@ into tickets: ``>`` quoting, doubled, escaped or curly quotes, hard- or soft-wra
 
 from __future__ import annotations
 
-import calendar
 import json
 import re
 
 from breakglass.logs.jsonarray import TooDeep, loads
 from breakglass.logs.record import LogRecord
+from breakglass.logs.timestamps import epoch as _epoch, parse_iso  # noqa: F401 - parse_iso is used here too
 
 _MONTHS = {m: i for i, m in enumerate(
     ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)}
@@ -153,31 +153,6 @@ def split_lines(text: str) -> list[tuple[int, int]]:
             start = i
     groups.append((start, len(lines) - 1))
     return groups
-
-
-def _epoch(year: int, month: int, day: int, hms: str) -> float | None:
-    try:
-        h, m, s = hms.split(":")
-        sec = float(s.replace(",", "."))
-        return calendar.timegm((year, month, day, int(h), int(m), 0, 0, 0, 0)) + sec
-    except (ValueError, OverflowError):
-        return None
-
-
-def parse_iso(ts: str) -> float | None:
-    """RFC 3339 (with nanoseconds, which datetime cannot parse) to epoch seconds."""
-    m = re.match(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d:\d\d:\d\d(?:[.,]\d+)?)(Z|[+-]\d\d:?\d\d)?$", ts)
-    if not m:
-        return None
-    base = _epoch(int(m[1]), int(m[2]), int(m[3]), m[4])
-    if base is None:
-        return None
-    tz = m[5]
-    if tz and tz != "Z":
-        sign = 1 if tz[0] == "+" else -1
-        digits = tz[1:].replace(":", "")
-        base -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
-    return base
 
 
 class _Peeled:
