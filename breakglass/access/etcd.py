@@ -424,6 +424,9 @@ def _unix_endpoint(pyetcd, path: str):
 
 
 def _tls_hint(s: EtcdSettings) -> str | None:
+    if any(_unix_path(e) is not None for e in s.endpoints):
+        return ("is kine or etcd listening on that socket, and may you open it? (k3s' kine: "
+                "unix:///var/lib/rancher/k3s/server/kine.sock, mode 0600, owned by root)")
     if not s.secure:
         return "if etcd uses TLS (kubeadm and Talos do), pass --etcd-cacert, --etcd-cert and --etcd-key"
     return "check that the CA signed etcd's serving certificate and that etcd accepts the client certificate"
