@@ -10,7 +10,7 @@ import datetime as _dt
 import re
 import time
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Iterable
+from typing import BinaryIO, Callable, Iterable, Iterator
 
 from breakglass.diagnose import findings as _findings
 from breakglass.diagnose import parallel, remedies, signatures
@@ -45,7 +45,7 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
     for src in srcs:
         counted = _Counting(None, src.name, opts.progress)
 
-        def scan_part(chunks: Iterable[bytes], emit, name: str = src.name) -> tuple[int, int]:
+        def scan_part(chunks: Iterable[bytes], name: str = src.name) -> Iterator[list | parallel.End]:
             n = 0
             for text, line, end_line in _records(scanner.records(chunks)):
                 n += 1
@@ -54,20 +54,25 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
                 for rec in _parse(text, name, line, end_line, year):
                     evs = signatures.classify(rec)
                     if evs:
-                        emit(evs)
-            return n, scanner.lines
+                        yield evs
+            yield parallel.End(n, scanner.lines)
 
         try:
             split = parallel.plan(src, LOG_SAMPLE)
             if split is not None:
                 counted.head = split.head
-                done = parallel.run(split, scan_part, corr.feed, sources.CHUNK, counted.progress_only)
-                candidates += done.candidates
-                counted.bytes, lines = done.bytes, done.lines
+                items = parallel.run(split, scan_part, counted.progress_only)
             else:
                 counted.chunks = sources.read_chunks(src)
-                got, lines = scan_part(counted, corr.feed)
-                candidates += got
+                items = scan_part(counted)
+            for item in items:
+                if isinstance(item, parallel.End):
+                    candidates += item.candidates
+                    lines = item.lines
+                else:
+                    corr.feed(item)
+            if split is not None:
+                counted.bytes = split.ranges[-1][1]
         except BadInput as e:
             if not src.lenient:
                 raise

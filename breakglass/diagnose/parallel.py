@@ -19,7 +19,7 @@ from breakglass.logs import forked, sources, split
 
 MIN_SIZE = 32 << 20  # below this a fork costs more than it saves (measured: a 1 MB log gains nothing)
 MAX_PARTS = 8
-BATCH = 256  # event lists per message from a child
+CHUNK = sources.CHUNK
 
 
 @dataclass
@@ -55,73 +55,40 @@ def plan(src: sources.LogSource, head_size: int) -> Plan | None:
 
 
 @dataclass
-class PartResult:
+class End:
+    """The last item of a part: its candidates and lines."""
+
     candidates: int
     lines: int
-    bytes: int
 
 
-def run(p: Plan, scan_part: Callable[[Iterable[bytes], Callable[[list], None]], tuple[int, int]],
-        feed: Callable[[list], None], chunk: int, on_chunk: Callable[[int], None]) -> PartResult:
-    """Scan every part; ``scan_part(chunks, emit)`` returns (candidates, lines) and calls ``emit`` with each
-    record's events; ``feed`` gets them all in file order; ``on_chunk(n)`` is told of about n bytes read
-    for each chunk of part 0 (the parts run at about one speed, so part 0's share stands for the whole).
-    """
+def run(p: Plan, scan_part: Callable[[Iterable[bytes]], Iterator[list | End]], on_chunk: Callable[[int], None]
+        ) -> Iterator[list | End]:
+    """Every part's items, in file order: ``scan_part(chunks)`` yields each record's events and then an
+    ``End``; here the events of later parts have their line numbers moved to the file's, and one ``End``
+    sums them all. ``on_chunk(n)`` is told of about n bytes read for each chunk of part 0 (the parts run
+    at about one speed, so part 0's share stands for the whole)."""
+    whole, first = p.ranges[-1][1], p.ranges[0][1]
 
-    def work(i: int, send) -> None:  # in child i
-        start, end = p.ranges[i]
-        batch: list[list] = []
-
-        def emit(evs: list) -> None:
-            batch.append(evs)
-            if len(batch) >= BATCH:
-                send(("events", batch[:]))
-                batch.clear()
-
-        cands, lines = scan_part(split.read_range(p.path, start, end, chunk), emit)
-        if batch:
-            send(("events", batch))
-        send(("end", cands, lines))
-
-    total = PartResult(0, 0, 0)
-    with forked.Forked(len(p.ranges), work) as kids:
-        def part0() -> Iterator[bytes]:
-            whole, first = p.ranges[-1][1], p.ranges[0][1]
-            for c in split.read_range(p.path, *p.ranges[0], chunk):
-                on_chunk(len(c) * whole // first)
-                kids.drain()  # keep the children writing while this process works
+    def produce(i: int, tick: Callable[[], None]) -> Iterator[list | End]:
+        def chunks() -> Iterator[bytes]:
+            for c in split.read_range(p.path, *p.ranges[i], chunk=CHUNK):
+                if i == 0:
+                    on_chunk(len(c) * whole // first)
+                tick()
                 yield c
 
-        cands, lines = scan_part(part0(), feed)
-        total = PartResult(cands, lines, p.ranges[0][1] - p.ranges[0][0])
-        for i in range(1, len(p.ranges)):
-            offset = total.lines
-            fed = 0
-            try:
-                for msg in kids.stream(i):
-                    if msg[0] == "events":
-                        for evs in msg[1]:
-                            _shift(evs, offset)
-                            feed(evs)
-                        fed += len(msg[1])
-                    else:
-                        total.candidates += msg[1]
-                        total.lines += msg[2]
-            except forked.ChildFailed:
-                # killed from outside (out of memory?): scan its part here, past what it already sent
-                seen = [0]
+        return scan_part(chunks())
 
-                def rest(evs: list) -> None:
-                    seen[0] += 1
-                    if seen[0] > fed:
-                        _shift(evs, offset)
-                        feed(evs)
-
-                c, n = scan_part(split.read_range(p.path, *p.ranges[i], chunk), rest)
-                total.candidates += c
-                total.lines += n
-            total.bytes += p.ranges[i][1] - p.ranges[i][0]
-    return total
+    total = End(0, 0)
+    for item in forked.ordered(len(p.ranges), produce):
+        if isinstance(item, End):
+            total.candidates += item.candidates
+            total.lines += item.lines
+        else:
+            _shift(item, total.lines)
+            yield item
+    yield total
 
 
 def _shift(evs: list, offset: int) -> None:

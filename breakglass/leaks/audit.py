@@ -18,12 +18,14 @@ the leaks found, not with the log.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from typing import Iterator
 
 from breakglass.errors import BadInput
 from breakglass.leaks.events import View, parse_line, ref_name, view
 from breakglass.leaks.model import Leak, LeakReport, Rechecks, TimeRange, admitted_write, finish, parse_time
+from breakglass.logs import forked, split
 from breakglass.logs import sources as logsources
 from breakglass.logs.jsonarray import TOO_DEEP, MAX_DEPTH, json_array
 from breakglass.logs.lines import lines_with
@@ -33,14 +35,16 @@ _KEY = re.compile(r"^failed-open\.(validating|mutation)\.webhook\.admission\.k8s
 _NEEDLE = b"failed-open."
 _DELETE = b'"verb":"delete'  # audit.k8s.io Events
 _GKE_DELETE = b'.delete"'  # Cloud Logging entries: "methodName": "io.k8s.core.v1.pods.delete"
+PARALLEL_MIN = 32 << 20  # a smaller log is read in one pass: a fork would cost more than it saves
+PARTS_MAX = 8
 
 
 def _views(src, finders, rechecks: Rechecks, rep: LeakReport) -> Iterator[View]:
     """The requests worth a look in one source: JSON lines found by byte search, or the elements of a
     JSON array (`gcloud logging read --format=json`), which are all parsed."""
-    chunks = logsources.read_chunks(src)
-    first = next(chunks, b"")
-    chunks = itertools.chain([first], chunks)
+    reader = logsources.read_chunks(src)
+    first = next(reader, b"")
+    chunks = itertools.chain([first], reader)
     if first.lstrip()[:1] == b"[":
         for obj in json_array(chunks, src.name):
             if obj is TOO_DEEP:
@@ -55,20 +59,79 @@ def _views(src, finders, rechecks: Rechecks, rep: LeakReport) -> Iterator[View]:
     # The audit webhook backend posts EventLists, and some sinks store each batch as one line: a delete
     # there may be any item, so those lines skip the one-name shortcut below.
     batches = b'"EventList"' in first
+    parts = _plan(src, first, batches)
+    if parts is not None:
+        reader.close()  # read again, in parts
+        yield from _views_in_parts(src.path, parts, finder, rechecks, rep)
+        return
     for line in lines_with(chunks, finder):
         if _NEEDLE not in line and (not rechecks or (ref_name(line) not in rechecks.names and not batches)):
             continue  # a delete matters only for an object that leaked in before it
-        obj = parse_line(line)
-        if obj is TOO_DEEP:  # an attacker's request nested past MAX_DEPTH: skipped and counted, the scan goes on
-            rep.lines_too_deep += 1
-            rep.lines_skipped += _NEEDLE in line
-            continue
-        items = obj.get("items") if batches and isinstance(obj, dict) and obj.get("kind") == "EventList" else None
-        views = [v for v in map(view, items if isinstance(items, list) else [obj]) if v is not None]
-        if not views:
-            rep.lines_skipped += _NEEDLE in line
-            continue
-        yield from views
+        yield from _counted(_parsed(line, batches), _NEEDLE in line, rep)
+
+
+def _parsed(line: bytes, batches: bool):
+    """The requests one line holds (a list of Views), or TOO_DEEP."""
+    obj = parse_line(line)
+    if obj is TOO_DEEP:
+        return obj
+    items = obj.get("items") if batches and isinstance(obj, dict) and obj.get("kind") == "EventList" else None
+    return [v for v in map(view, items if isinstance(items, list) else [obj]) if v is not None]
+
+
+def _counted(parsed, needle: bool, rep: LeakReport) -> list[View]:
+    if parsed is TOO_DEEP:  # an attacker's request nested past MAX_DEPTH: skipped and counted, the scan goes on
+        rep.lines_too_deep += 1
+        rep.lines_skipped += needle
+        return []
+    if not parsed:
+        rep.lines_skipped += needle
+    return parsed
+
+
+def _plan(src, first: bytes, batches: bool) -> list[tuple[int, int]] | None:
+    """Parts of a big local JSON-lines file to read on several cores (see ``logs.forked``), or None."""
+    if batches or src.path is None:
+        return None
+    cpus = min(forked.usable_cpus(), PARTS_MAX)
+    if cpus < 2 or not forked.can_fork():
+        return None
+    try:
+        size = os.stat(src.path).st_size
+        if size < PARALLEL_MIN:
+            return None
+        with open(src.path, "rb") as f:
+            if logsources.is_gzip(f.read(2)):  # ``first`` is already inflated: ask the file
+                return None
+        edges = [0, *split.line_cuts(src.path, size, cpus), size]
+    except OSError:
+        return None  # read it in one pass, which reports the error as it always has
+    return list(zip(edges, edges[1:])) if len(edges) > 2 else None
+
+
+def _views_in_parts(path: str, parts: list[tuple[int, int]], finder, rechecks: Rechecks,
+                    rep: LeakReport) -> Iterator[View]:
+    """What the one-pass loop above yields, with the byte search and JSON of every part on its own core.
+    A child cannot know which objects leaked in the parts before its own, so it sends each delete line
+    with its object's name, and the decision is taken here, in file order."""
+
+    def produce(i: int, tick):
+        def chunks():
+            for c in split.read_range(path, *parts[i], chunk=logsources.CHUNK):
+                tick()
+                yield c
+
+        for line in lines_with(chunks(), finder):
+            if _NEEDLE in line:
+                yield True, _parsed(line, False)
+            else:
+                yield False, (ref_name(line), line)
+
+    for needle, got in forked.ordered(len(parts), produce):
+        if needle:
+            yield from _counted(got, True, rep)
+        elif rechecks and got[0] in rechecks.names:
+            yield from _counted(_parsed(got[1], False), False, rep)
 
 
 def scan(paths: list[str], since: str | None = None, until: str | None = None,

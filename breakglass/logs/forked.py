@@ -14,13 +14,14 @@ A child's exception is sent back and raised here, in the place the same scan on 
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import pickle
 import signal
 import struct
 import sys
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 SPOOL_MAX = 64 << 20  # bytes of children's batches held here before they are consumed
 _HEAD = struct.Struct("<Q")
@@ -170,3 +171,38 @@ def _child(i: int, fd: int, work: Callable[[int, Callable[[Any], None]], None]) 
             code = 1
     finally:
         os._exit(code)  # no atexit handlers, no flushing of buffers inherited from the parent
+
+
+BATCH = 256  # items per message from a child: fewer, larger pickles
+
+
+def ordered(parts: int, produce: Callable[[int, Callable[[], None]], Iterable[Any]]) -> Iterator[Any]:
+    """Every item of ``produce(0, tick)``, then of ``produce(1, tick)``, ... in order, each part ``i`` >= 1
+    produced in a child at the same time as part 0 here. ``tick`` is to be called now and then (every chunk
+    read) by part 0, so the children's output keeps being drained; it does nothing in a child.
+    A child killed from outside is made up for here: its part is produced again, past the items it sent."""
+
+    def work(i: int, send) -> None:
+        batch: list = []
+        for item in produce(i, _nothing):
+            batch.append(item)
+            if len(batch) >= BATCH:
+                send(batch[:])
+                batch.clear()
+        if batch:
+            send(batch)
+
+    with Forked(parts, work) as kids:
+        yield from produce(0, kids.drain)
+        for i in range(1, parts):
+            sent = 0
+            try:
+                for batch in kids.stream(i):
+                    yield from batch
+                    sent += len(batch)
+            except ChildFailed:
+                yield from itertools.islice(produce(i, _nothing), sent, None)
+
+
+def _nothing() -> None:
+    pass

@@ -62,6 +62,9 @@ class _Skipped:
     def __repr__(self) -> str:
         return "<JSON element nested too deep: skipped>"
 
+    def __reduce__(self) -> str:
+        return "TOO_DEEP"  # one object, also after a scan worker pickles it: readers test ``is TOO_DEEP``
+
 
 TOO_DEEP = _Skipped()
 
