@@ -195,7 +195,12 @@ def _patch_files(p: dict, code: int) -> Outcome:
 
 
 def _sandbox(s: dict, code: int) -> Outcome:
-    return Outcome("running" if s.get("running") else "stopped", read=[s.get("dir") or ""])
+    out = Outcome("running" if s.get("running") else "stopped", read=[s.get("dir") or ""])
+    if s.get("removed"):
+        out.changed = [("stopped and removed " if s.get("stopped") else "removed ") + s["dir"]]
+    elif s.get("running") is False and "removed" not in s:
+        out.next = ["breakglass sandbox up"]
+    return out
 
 
 def _simple(status: str) -> Callable[[Any, int], Outcome]:

@@ -195,6 +195,7 @@ def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=
 
 
 def latest_unreverted(state: str | None) -> Run:
+    _check_state_dir(state)  # a file is bad input, not "nothing left to revert"
     for run in reversed(journal.list_runs(state)):
         st = driver.replay(run)
         if st.status not in ("reverted",) and any(s.backup for s in st.steps):

@@ -149,7 +149,7 @@ def _print_json(kind: str, result: Any, code: int, warnings: list[str]) -> None:
 def usage_error(message: str, command: str, output: Output) -> None:
     """click's usage errors (a missing value, an unknown option) as every other error: one line, and a hint
     naming the command's help, instead of click's usage block."""
-    msg = message.strip().rstrip(".")
+    msg = " ".join(message.split()).rstrip(".")  # click lists choices on lines of their own
     _emit_error("bad-input", msg[:1].lower() + msg[1:] if msg[:2] != msg[:2].upper() else msg,
                 int(ExitCode.BAD_INPUT), output, f"`{command} --help` shows the options")
 

@@ -181,6 +181,8 @@ def recover(
 
         if method is None:
             raise BadInput("say how: --method kubeapi|talos|kubeadm|etcd, a --plan file, or --auto")
+        if snapshot and method is not Method.etcd:  # never silently ignored: the engineer counts on that snapshot
+            raise BadInput(f"--snapshot goes with --method etcd, not {method.value}; nothing was changed")
 
         if method is Method.talos:
             return _recover_talos()

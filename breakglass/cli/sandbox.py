@@ -1,6 +1,7 @@
 """`breakglass sandbox up|down|status`: the local rehearsal environment."""
 
 import enum
+import os
 import sys
 from typing import Optional
 
@@ -16,6 +17,7 @@ from breakglass.cli._base import (
     StateDirOpt,
     VerboseOpt,
 )
+from breakglass.errors import BadInput
 
 
 sandbox_app = typer.Typer(name="sandbox", help="A local rehearsal environment: a real etcd, and with --apiserver "
@@ -99,9 +101,11 @@ def sandbox_down(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = Non
         from breakglass import sandbox  # noqa: PLC0415
 
         d = sandbox_dir or sandbox.default_dir(state_dir)
+        existed = os.path.isdir(d)  # never "removed" for a directory that was not there
         was = sandbox.down(d)
-        _show(output, "Sandbox", {"running": False, "dir": d, "stopped": was},
-              lambda: f"sandbox {'stopped and ' if was else ''}removed ({d})")
+        _show(output, "Sandbox", {"running": False, "dir": d, "stopped": was, "removed": existed},
+              lambda: f"sandbox {'stopped and ' if was else ''}removed ({d})" if existed
+              else f"no sandbox in {d}; nothing removed")
         return 0
 
     _run(output, verbose, body)
@@ -120,7 +124,7 @@ def sandbox_status(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = N
     def body() -> int:
         from breakglass import sandbox  # noqa: PLC0415
 
-        st = sandbox.status(sandbox_dir or sandbox.default_dir(state_dir))
+        st = sandbox.status(_existing_dir_or_none(sandbox_dir or sandbox.default_dir(state_dir)))
         _show(output, "Sandbox", st, lambda: _render_sandbox(st))
         return 0
 
@@ -154,6 +158,13 @@ def sandbox_backend(action: Annotated[BackendAction, typer.Argument(help="start 
         return 0
 
     _run(output, verbose, body)
+
+
+def _existing_dir_or_none(d: str) -> str:
+    """--dir naming a file is bad input, not "sandbox not running"."""
+    if os.path.exists(d) and not os.path.isdir(d):
+        raise BadInput(f"{d} is a file, not a sandbox directory", hint="breakglass sandbox status --help")
+    return d
 
 
 def _render_sandbox(st: dict) -> str:
