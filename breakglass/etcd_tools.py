@@ -65,10 +65,17 @@ def backup(target: EtcdTarget, refs: list[str], kinds: list[str] | None, state: 
         s.action, s.summary = "backup", s.summary.replace("delete", "back up", 1)
         s.diff = "(no change)\n"
     run = Run.create(journal.state_dir(state), "backup", {"method": "etcd", "refs": refs})
-    run.append("planned", method="etcd", target=remedy.describe_target(), steps=[s.to_json() for s in steps])
-    for s in steps:
-        run.append("backing-up", step=s.id)
-        run.append("backed-up", step=s.id, backup=remedy.backup(s, run))
+    try:
+        run.append("planned", method="etcd", target=remedy.describe_target(), steps=[s.to_json() for s in steps])
+        for s in steps:
+            run.append("backing-up", step=s.id)
+            run.append("backed-up", step=s.id, backup=remedy.backup(s, run))
+    except BaseException as e:  # the run ends failed or interrupted, never left "applying"
+        from breakglass.recovery import _close  # noqa: PLC0415
+
+        interrupted = isinstance(e, KeyboardInterrupt)
+        _close(run, "interrupted" if interrupted else "failed", str(e), getattr(e, "kind", "failure"))
+        raise
     run.append("run-finished", status="backed-up")
     run.write_file("report.md", report(run))
     return {"run": run.id, "path": run.path, "steps": [s.to_json() for s in steps]}

@@ -153,3 +153,25 @@ def test_report_md_and_the_cli_draw_the_same_outcome(tmp_path):
 
     text = render.run_result(res)
     assert f"outcome: applied (run {res.run})" in text and f"breakglass revert {res.run}" in text
+
+
+def test_an_etcd_backup_that_fails_midway_ends_failed(tmp_path, monkeypatch):
+    from breakglass import etcd_tools
+
+    class Remedy(Fake):
+        def __init__(self, *a, **k):
+            super().__init__("backup", Unreachable("etcd went away"))
+
+        def plan(self):
+            return _steps()
+
+    class Target:
+        prefix = "/registry"
+
+        def connect(self):
+            return None
+
+    monkeypatch.setattr(etcd_tools, "EtcdDelete", Remedy)
+    with pytest.raises(Unreachable):
+        etcd_tools.backup(Target(), ["x"], None, str(tmp_path))
+    assert recovery.list_runs(str(tmp_path))[0].status == "failed"
