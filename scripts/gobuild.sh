@@ -38,7 +38,7 @@ build_env_for() {
   case "$1" in
     kine)
       local tags=sqlite_unlock_notify,sqlite_vtable,sqlite_stat4,sqlite_preupdate_hook,sqlite_math_functions,sqlite_dbstat,sqlite_column_metadata
-      if command -v "${CC:-gcc}" >/dev/null || command -v cc >/dev/null; then echo "1 $tags"
+      if command -v "$(go env CC)" >/dev/null; then echo "1 $tags"
       else echo "gobuild: no C compiler (gcc): building kine's pure-Go SQLite (modernc.org/sqlite) instead of mattn/go-sqlite3" >&2
            echo "0 $tags"; fi ;;
     *) echo "$CGO_ENABLED" ;;
