@@ -116,14 +116,14 @@ def test_a_workers_error_is_raised_here(monkeypatch, tmp_path):
     big.write_bytes(open(FIXTURES[0], "rb").read() * 10)
     monkeypatch.setattr(parallel, "MIN_SIZE", 1)
     monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
-    real_read = split.read_range
+    real_readinto = split.RangeReader.readinto
 
-    def failing(path, start, end, chunk):
-        if start > 0:
-            raise BadInput(f"{path}: went away")
-        yield from real_read(path, start, end, chunk)
+    def failing(self, view):
+        if self.pos > 0:
+            raise BadInput(f"{self.path}: went away")
+        return real_readinto(self, view)
 
-    monkeypatch.setattr(split, "read_range", failing)
+    monkeypatch.setattr(split.RangeReader, "readinto", failing)
     with pytest.raises(BadInput, match="went away"):
         engine.diagnose_paths([str(big)])
 

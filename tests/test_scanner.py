@@ -44,6 +44,21 @@ def test_chunking_and_engine_do_not_change_records(chunk, engine):
     assert got_lines == lines == data.count(b"\n")
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000, 1 << 20])
+def test_reading_into_the_buffer_gives_the_same_records(tmp_path, chunk):
+    from breakglass.logs.split import RangeReader
+
+    data = _log(seed=3)
+    path = tmp_path / "k.log"
+    path.write_bytes(data)
+    want, lines = _records(data, 1 << 24, "python")
+    reads = []
+    s = sc.Scanner(ANCHORS, "auto")
+    got = [(r.line, r.end_line, r.text) for r in s.records(RangeReader(str(path), 0, len(data), chunk, reads.append))]
+    assert got == want and s.lines == lines
+    assert sum(reads) == len(data) and max(reads) <= chunk
+
+
 def test_line_numbers_point_at_the_hit():
     data = b"a\nb\nW0224 15:32:50.000000 1 x.go:1] Failed calling webhook, failing open h: EOF\nI0224 15:32:50.000000 1 x.go:1] c\n"
     [(line, end, text)], _ = _records(data, 3, "python")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterator
 
 from breakglass.logs import forked, sources, split
 
@@ -62,7 +62,7 @@ class End:
     lines: int
 
 
-def run(p: Plan, scan_part: Callable[[Iterable[bytes]], Iterator[list | End]], on_chunk: Callable[[int], None]
+def run(p: Plan, scan_part: Callable[[split.RangeReader], Iterator[list | End]], on_chunk: Callable[[int], None]
         ) -> Iterator[list | End]:
     """Every part's items, in file order: ``scan_part(chunks)`` yields each record's events and then an
     ``End``; here the events of later parts have their line numbers moved to the file's, and one ``End``
@@ -71,14 +71,12 @@ def run(p: Plan, scan_part: Callable[[Iterable[bytes]], Iterator[list | End]], o
     whole, first = p.ranges[-1][1], p.ranges[0][1]
 
     def produce(i: int, tick: Callable[[], None]) -> Iterator[list | End]:
-        def chunks() -> Iterator[bytes]:
-            for c in split.read_range(p.path, *p.ranges[i], chunk=CHUNK):
-                if i == 0:
-                    on_chunk(len(c) * whole // first)
-                tick()
-                yield c
+        def read(n: int) -> None:
+            if i == 0:
+                on_chunk(n * whole // first)
+            tick()
 
-        return scan_part(chunks())
+        return scan_part(split.RangeReader(p.path, *p.ranges[i], CHUNK, read))
 
     total = End(0, 0)
     for item in forked.ordered(len(p.ranges), produce):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from breakglass.logs.formats import WRAP_MIN
 
@@ -94,6 +94,43 @@ class Finder:
         return hits
 
 
+class Reader(Protocol):
+    """A source that reads into a buffer it is given (``logs.split.RangeReader``): the scanner's buffer,
+    so no chunk is allocated or copied (a fresh 4 MiB ``bytes`` per chunk costs page faults and a copy)."""
+
+    chunk: int
+
+    def readinto(self, view: memoryview) -> int: ...
+
+
+def _filler(chunks: Iterable[bytes] | Reader) -> Callable[[bytearray, int], int]:
+    """``fill(buf, live)``: put the next bytes at buf[live:], buf ending where they end; 0 at the end."""
+    if hasattr(chunks, "readinto"):
+        reader = chunks
+
+        def fill_from_reader(buf: bytearray, live: int) -> int:
+            want = reader.chunk
+            if len(buf) < live + want:
+                buf.extend(bytes(live + want - len(buf)))  # grows only when more lines were kept than before
+            with memoryview(buf) as whole, whole[live:live + want] as view:  # released before any resize
+                n = reader.readinto(view)
+            del buf[live + n:]  # a short read is the last one (or a file that shrank): nothing past it
+            return n
+
+        return fill_from_reader
+    it = iter(chunks)
+
+    def fill_from_chunks(buf: bytearray, live: int) -> int:
+        nxt = next(it, None)
+        if nxt is None:
+            del buf[live:]
+            return 0
+        buf[live:] = nxt  # in place: the same size as the last chunk, so no new allocation
+        return len(nxt) or 1  # an empty chunk is not the end
+
+    return fill_from_chunks
+
+
 def _line_bounds(buf: bytes, pos: int, limit: int) -> tuple[int, int]:
     s = buf.rfind(b"\n", 0, pos) + 1
     e = buf.find(b"\n", pos, limit)
@@ -121,8 +158,9 @@ class Scanner:
     def engine(self) -> str:
         return self._finder.engine
 
-    def records(self, chunks: Iterable[bytes]) -> Iterator[RawRecord]:
-        """Yield candidate records from a stream of byte chunks, in order.
+    def records(self, chunks: Iterable[bytes] | Reader) -> Iterator[RawRecord]:
+        """Yield candidate records from a stream of byte chunks (or a ``Reader``, read straight into the
+        buffer), in order.
 
         The lines kept from one chunk and the next chunk are put together in one buffer, reused without
         resizing: a new ``bytes`` for each (``carry + chunk``), or a bytearray that is resized, gets fresh
@@ -134,15 +172,10 @@ class Scanner:
         base_line = 1  # line number of buf[0]
         done_until = 0  # a record already emitted reaches up to here
         self._last_end = 0
-        it = iter(chunks)
+        fill = _filler(chunks)
         eof = False
         while not eof:
-            nxt = next(it, None)
-            if nxt is None:
-                eof = True
-                del buf[live:]
-            else:
-                buf[live:] = nxt  # in place: the same size as the last chunk, so no new allocation
+            eof = not fill(buf, live)
             if not buf:
                 self.lines = base_line - 1
                 break

@@ -86,3 +86,31 @@ def line_cuts(path: str, size: int, parts: int) -> list[int]:
             if nl >= 0 and ideal + nl + 1 < size and (not out or ideal + nl + 1 > out[-1]):
                 out.append(ideal + nl + 1)
     return out
+
+
+class RangeReader:
+    """Bytes ``start`` to ``end`` of a file, read into the caller's buffer (``scanner.Reader``) with preadv.
+    ``on_read(n)`` is called after each read (progress, draining the workers' pipes)."""
+
+    def __init__(self, path: str, start: int, end: int, chunk: int, on_read=None) -> None:
+        self.path, self.pos, self.end, self.chunk = path, start, end, chunk
+        self._on_read = on_read
+
+    def readinto(self, view: memoryview) -> int:
+        want = min(len(view), self.end - self.pos)
+        if want <= 0:
+            return 0
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            got = 0
+            while got < want:  # preadv may return less than asked (a signal): a short read means the end only at 0
+                n = os.preadv(fd, [view[got:want]], self.pos + got)
+                if n == 0:
+                    break  # the file shrank under us: scan what there is
+                got += n
+        finally:
+            os.close(fd)
+        self.pos += got
+        if self._on_read is not None:
+            self._on_read(got)
+        return got
