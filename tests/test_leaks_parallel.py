@@ -90,3 +90,18 @@ def test_gzip_and_event_list_batches_are_read_in_one_pass(monkeypatch, tmp_path)
     gz.write_bytes(gzip.compress(("\n".join(story()) + "\n").encode()))
     one, many, planned = _reports(monkeypatch, gz, 4)
     assert planned == [None] and many == one
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 64, 4096])
+def test_placed_lines_name_where_each_line_is(chunk):
+    from breakglass.logs.lines import lines_with, placed_lines_with
+    from breakglass.logs.scanner import Finder
+
+    rnd = random.Random(chunk)
+    data = b"".join(rnd.choice([b"plain line\n", b'{"verb":"delete","x":1}\n', b"failed-open. here\n", b"\n",
+                                b"failed-open. without newline at the end"]) for _ in range(300))
+    finder = Finder((b"failed-open.", b'"verb":"delete'), "python")
+    chunks = [data[i:i + chunk] for i in range(0, len(data), chunk)]
+    placed = list(placed_lines_with(chunks, finder, 1000))
+    assert [line for _, line in placed] == list(lines_with(chunks, finder))
+    assert placed and all(data[at - 1000:at - 1000 + len(line)] == line for at, line in placed)

@@ -28,7 +28,7 @@ from breakglass.leaks.model import Leak, LeakReport, Rechecks, TimeRange, admitt
 from breakglass.logs import forked, split
 from breakglass.logs import sources as logsources
 from breakglass.logs.jsonarray import TOO_DEEP, MAX_DEPTH, json_array
-from breakglass.logs.lines import lines_with
+from breakglass.logs.lines import lines_with, placed_lines_with
 from breakglass.logs.scanner import Finder
 
 _KEY = re.compile(r"^failed-open\.(validating|mutation)\.webhook\.admission\.k8s\.io/round_\d+_index_\d+$")
@@ -121,18 +121,21 @@ def _views_in_parts(path: str, parts: list[tuple[int, int]], finder, rechecks: R
                 tick()
                 yield c
 
-        for line in lines_with(chunks(), finder):
+        for at, line in placed_lines_with(chunks(), finder, parts[i][0]):
             if _NEEDLE in line:
                 yield True, _parsed(line, False)
-            else:
-                yield False, (ref_name(line), line)
+            else:  # where it is, not its bytes: most deletes are of objects that never leaked
+                yield False, (ref_name(line), at, len(line))
 
-    for needle, got in forked.ordered(len(parts), produce):
-        if needle:
-            yield from _counted(got, True, rep)
-        elif rechecks and got[0] in rechecks.names:
-            yield from _counted(_parsed(got[1], False), False, rep)
-
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        for needle, got in forked.ordered(len(parts), produce):
+            if needle:
+                yield from _counted(got, True, rep)
+            elif rechecks and got[0] in rechecks.names:
+                yield from _counted(_parsed(os.pread(fd, got[2], got[1]), False), False, rep)
+    finally:
+        os.close(fd)
 
 def scan(paths: list[str], since: str | None = None, until: str | None = None,
          webhooks: list[str] | None = None, window_gap: float = 60.0, stdin=None,

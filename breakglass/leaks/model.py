@@ -111,7 +111,7 @@ class Rechecks:
     """The distinct objects written while a webhook failed open and not deleted since."""
 
     def __init__(self) -> None:
-        self._items: dict[tuple, Recheck] = {}
+        self._items: dict[tuple, tuple[str, set[str]]] = {}  # (resource, ns, name) -> (last write, webhooks)
         self.names: set[bytes] = set()  # for a cheap byte test before parsing a delete
 
     def __bool__(self) -> bool:
@@ -124,9 +124,8 @@ class Rechecks:
         resource = leak.resource.split("/", 1)[0]  # a write to pods/status re-checks the pod
         key = (resource, leak.namespace, leak.name)
         prev = self._items.get(key)
-        hooks = sorted(set(prev.webhooks if prev else []) | set(leak.webhooks))
-        self._items[key] = Recheck(resource, leak.namespace, leak.name, leak.time, hooks,
-                                   kubectl_get(resource, leak.namespace, leak.name))
+        hooks = prev[1] | set(leak.webhooks) if prev else set(leak.webhooks)
+        self._items[key] = (leak.time, hooks)  # the Recheck (and its command) is made once, in sorted()
         self.names.add(leak.name.encode())
         return True
 
@@ -134,7 +133,8 @@ class Rechecks:
         self._items.pop((resource, namespace, name), None)
 
     def sorted(self) -> list[Recheck]:
-        return sorted(self._items.values(), key=lambda r: (r.resource, r.namespace, r.name))
+        return [Recheck(res, ns, name, last, sorted(hooks), kubectl_get(res, ns, name))
+                for (res, ns, name), (last, hooks) in sorted(self._items.items())]
 
 
 def admitted_write(leak: Leak) -> bool:

@@ -20,36 +20,48 @@ def lines_with(chunks: Iterable[bytes], finder) -> Iterator[bytes]:
     yield from tap.close()
 
 
+def placed_lines_with(chunks: Iterable[bytes], finder, base: int = 0) -> Iterator[tuple[int, bytes]]:
+    """``lines_with``, each line with the offset it starts at (``base`` being the first chunk's): a reader on
+    another core can then name a line by where it is instead of sending its bytes."""
+    tap = LineTap(finder, base)
+    for chunk in chunks:
+        yield from tap.feed(chunk, placed=True)
+    yield from tap.close(placed=True)
+
+
 class LineTap:
     """``lines_with`` one chunk at a time, for a stream that something else reads too."""
 
-    def __init__(self, finder) -> None:
+    def __init__(self, finder, base: int = 0) -> None:
         self._finder = finder
         self._rest = b""
+        self._pos = base  # where the next chunk starts in the stream
 
-    def feed(self, chunk: bytes) -> Iterator[bytes]:
+    def feed(self, chunk: bytes, placed: bool = False) -> Iterator:
         find = self._finder.find
+        at = self._pos
+        self._pos += len(chunk)
         first = chunk.find(b"\n")
         if first < 0:
             self._rest = self._rest + chunk if len(self._rest) + len(chunk) <= MAX_LINE else b""
             return
         if self._rest:  # the line that straddles two chunks: the only bytes ever copied
             head = self._rest + chunk[:first]
-            yield from _cut(head, find(head, 0, len(head)), len(head))
+            yield from _cut(head, find(head, 0, len(head)), len(head), at - len(self._rest), placed)
         else:
-            yield from _cut(chunk, find(chunk, 0, first), first)
+            yield from _cut(chunk, find(chunk, 0, first), first, at, placed)
         end = chunk.rfind(b"\n")
         if end > first:
-            yield from _cut(chunk, find(chunk, first + 1, end), end)
+            yield from _cut(chunk, find(chunk, first + 1, end), end, at, placed)
         self._rest = chunk[end + 1:]
 
-    def close(self) -> Iterator[bytes]:
+    def close(self, placed: bool = False) -> Iterator:
         rest, self._rest = self._rest, b""
         if rest:
-            yield from _cut(rest, self._finder.find(rest, 0, len(rest)), len(rest))
+            yield from _cut(rest, self._finder.find(rest, 0, len(rest)), len(rest), self._pos - len(rest), placed)
 
 
-def _cut(data: bytes, hits: list[int], end: int) -> Iterator[bytes]:
+def _cut(data: bytes, hits: list[int], end: int, at: int = 0, placed: bool = False) -> Iterator:
     last = -1
     for h in hits:
         if h <= last:
@@ -57,4 +69,4 @@ def _cut(data: bytes, hits: list[int], end: int) -> Iterator[bytes]:
         s = data.rfind(b"\n", 0, h) + 1
         e = data.find(b"\n", h, end)
         last = end if e < 0 else e
-        yield data[s:last]
+        yield (at + s, data[s:last]) if placed else data[s:last]
