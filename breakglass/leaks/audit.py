@@ -29,7 +29,7 @@ from breakglass.logs import forked, split
 from breakglass.logs import sources as logsources
 from breakglass.logs.jsonarray import TOO_DEEP, MAX_DEPTH, json_array
 from breakglass.logs.lines import lines_with, placed_lines_with
-from breakglass.logs.scanner import Finder
+from breakglass.logs.finder import Finder
 
 _KEY = re.compile(r"^failed-open\.(validating|mutation)\.webhook\.admission\.k8s\.io/round_\d+_index_\d+$")
 _NEEDLE = b"failed-open."

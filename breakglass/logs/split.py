@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 from typing import Iterator
 
-from breakglass.logs import formats
-from breakglass.logs.scanner import _is_wrapped_pair
 
 SEARCH = 1 << 20  # how far past the ideal offset to look for a safe cut before giving up on that part
 
 
 def _safe_at(buf: bytes, nl: int) -> bool:
     """Is the line after buf[nl] (a newline) safe to start a part with? ``buf`` holds the lines around it."""
+    from breakglass.logs import formats  # noqa: PLC0415 - not at import: the leak scan uses this module too
+    from breakglass.logs.scanner import _is_wrapped_pair  # noqa: PLC0415
+
     cur_end = buf.find(b"\n", nl + 1)
     if cur_end < 0:
         return False
