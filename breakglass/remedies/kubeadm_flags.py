@@ -16,26 +16,23 @@ writes flags sorted, and the new flag goes where the sort puts it.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import re
 import shlex
 import time
 
 from breakglass import textfile
-from breakglass.access.ssh import quoted_path, remote_path
-from breakglass.errors import BadInput, PreconditionFailed, Unreachable
+from breakglass.access.ssh import remote_path
+from breakglass.errors import BadInput, PreconditionFailed
 from breakglass.journal import Run
 from breakglass.remedies import admission_flags as flags
+from breakglass.remedies import nodefile
+from breakglass.remedies.nodefile import sha
 from breakglass.remedies.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step, Unverified
 
 DEFAULT_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
 NODE_BACKUP_DIR = "/etc/kubernetes/breakglass-backup"
 _FLAG_LINE = re.compile(r"^(?P<indent>\s*)-\s+(?P<q>['\"]?)--(?P<key>[a-z0-9-]+)(?:=(?P<value>.*?))?(?P=q)\s*$")
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _command_flags(text: str, source: str) -> tuple[list[str], dict[str, int]]:
@@ -100,43 +97,18 @@ def edit(text: str, plugins: list[str], source: str) -> tuple[str, flags.FlagCha
     return "\n".join(new), ch
 
 
-# A node-side script: compare, write a dot temp file, check it, keep mode/owner, fsync, rename.
-# $BREAKGLASS_TEST_PAUSE (tests only) sleeps between the checks and the rename.
-_WRITE = r"""set -u
-f={path}; d=$(dirname -- "$f"); t="$d/.$(basename -- "$f").breakglass.tmp"
-cur=$(sha256sum -- "$f" 2>/dev/null | cut -d' ' -f1)
-[ "$cur" = "{expected}" ] || {{ echo "changed:$cur" >&2; exit 3; }}
-umask 077
-cat > "$t" || exit 5
-if [ "$(wc -c < "$t")" -ne {length} ] || [ "$(sha256sum -- "$t" | cut -d' ' -f1)" != "{new}" ]; then
-  rm -f -- "$t"; echo "incomplete" >&2; exit 4
-fi
-chmod --reference="$f" -- "$t" && chown --reference="$f" -- "$t" || exit 5
-sync -- "$t" 2>/dev/null || sync
-{pause}mv -f -- "$t" "$f" || exit 5
-sync -- "$d" 2>/dev/null || sync
-echo written
-"""
-
-
 def write_remote(node, path: str, expected_sha: str, data: bytes, pause: float = 0.0) -> None:
-    script = _WRITE.format(path=quoted_path(path, "manifest path"), expected=expected_sha, length=len(data),
-                           new=sha(data), pause=f"sleep {pause}; " if pause else "")
-    r = node.run(script, stdin=data)
-    if r.rc == 3:
-        raise PreconditionFailed(f"{node.host}:{path} changed since it was read; not written")
-    if r.rc != 0 or b"written" not in r.out:
-        raise Unreachable(f"{node.host}:{path}: write failed ({r.err.decode('utf-8', 'replace').strip()[:200] or r.rc})")
+    nodefile.write_remote(node, path, expected_sha, data, pause)
 
 
 def read_remote(node, path: str) -> bytes:
-    r = node.run(f"cat -- {quoted_path(path, 'manifest path')}")
-    if r.rc != 0:
-        err = r.err.decode("utf-8", "replace").strip()
-        if "No such file" in err:
-            raise BadInput(f"{node.host}:{path}: no such manifest (not a kubeadm control-plane node?)")
-        raise Unreachable(f"{node.host}:{path}: {err[:200] or 'cannot read'}")
-    return r.out
+    return nodefile.read_remote(node, path, "no such manifest (not a kubeadm control-plane node?)")
+
+
+def process_with_flag(flag: str) -> str:
+    """A node-side command printing a kube-apiserver process's command line that carries ``flag``, if any."""
+    return ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | "
+            "grep -E '(^|/)kube-apiserver ' | grep -F -- " + shlex.quote(flag + " ") + " | head -1")
 
 
 class KubeadmFlags:
@@ -191,18 +163,11 @@ class KubeadmFlags:
             raise PreconditionFailed(f"{step.target} changed since it was read; nothing was written")
         info = {"manifest": f"{step.id}.kube-apiserver.yaml",
                 "manifest_sha256": run.write_backup(f"{step.id}.kube-apiserver.yaml", text)}
-        bdir = quoted_path(self.backup_dir, "node backup directory")
         remote = f"{self.backup_dir}/{run.id}-{step.id}-{os.path.basename(step.data['path'])}"
         if os.path.dirname(os.path.abspath(remote)) == os.path.dirname(os.path.abspath(step.data["path"])):
             raise BadInput("the node backup directory must not be the manifests directory (kubelet runs every file there)")
         if not self.local:
-            q = quoted_path(remote, "node backup")
-            script = (f"umask 077; mkdir -p -- {bdir} && chmod 700 -- {bdir} && "
-                      f"cat > {q} && sync -- {q} 2>/dev/null; sha256sum -- {q}")
-            r = node.run(script, stdin=text)
-            if r.rc != 0 or sha(text) not in r.out.decode():
-                raise Unreachable(f"{step.data['host']}: backup to {remote} failed "
-                                  f"({r.err.decode('utf-8', 'replace').strip()[:200]})")
+            nodefile.copy_to_node(node, self.backup_dir, os.path.basename(remote), text)
             info["node_copy"] = remote
         return info
 
@@ -219,8 +184,7 @@ class KubeadmFlags:
             return "manifest written; process check skipped"
         flag = f"--{flags.DISABLE}={step.data['disable']}"
         deadline = time.monotonic() + self.verify_timeout
-        script = ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | "
-                  "grep -E '(^|/)kube-apiserver ' | grep -F -- " + shlex.quote(flag + " ") + " | head -1")
+        script = process_with_flag(flag)
         while True:
             r = node.run(script)
             if r.out.strip():
