@@ -53,7 +53,8 @@ def _keygen(path: str) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", path], check=True)
 
 
-def start(tmp: str) -> SshServer:
+def start(tmp: str, extra_config: str = "") -> SshServer:
+    """``extra_config``: more sshd_config lines (the k3s tests put their stand-ins on the sessions' PATH)."""
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not os.path.exists(sshd):
         raise RuntimeError("sshd is not installed: run `make test`, which installs Debian's openssh-server")
@@ -72,7 +73,7 @@ def start(tmp: str) -> SshServer:
         f.write(f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host\nPidFile {d}/sshd.pid\n"
                 f"AuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
                 f"KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nPermitRootLogin prohibit-password\n"
-                f"LogLevel ERROR\nMaxStartups 100\n")
+                f"LogLevel ERROR\nMaxStartups 100\n{extra_config}")
     proc = subprocess.Popen([sshd, "-D", "-e", "-f", config], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if wait_listening(proc, port, 15) == "exited":
         raise RuntimeError(f"sshd exited: {proc.stderr.read().decode()[-1000:]}")

@@ -143,3 +143,170 @@ def test_bad_config_is_one_line():
         k3s.plan(K3S, [cf("/c/config.yaml", "a: 1\n b: [\n")], "/c/config.yaml.d", [], BOTH)
     with pytest.raises(BadInput, match="must be a string"):
         k3s.plan(K3S, [cf("/c/config.yaml", "kube-apiserver-arg:\n  - {a: b}\n")], "/c/config.yaml.d", [], BOTH)
+
+
+# -- over the real OpenSSH server -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def standin_sshd(tmp_path_factory):
+    """A real sshd whose sessions find the `systemctl` and `journalctl` stand-ins first on PATH."""
+    if os.geteuid() != 0:
+        pytest.skip("the OpenSSH fixture needs root (sshd privilege separation); CI runs as root")
+    from tests import sshd_server
+
+    bindir = str(tmp_path_factory.mktemp("standin-bin"))
+    os.chmod(bindir, 0o755)
+    srv = sshd_server.start(str(tmp_path_factory.mktemp("ssh")),
+                            f"SetEnv PATH={bindir}:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin\n")
+    srv.bindir = bindir
+    yield srv
+    srv.stop()
+
+
+def _nodes(srv, hosts=("cp1",)):
+    from breakglass.access.ssh import Node, SshOptions
+
+    return {h: Node(h, SshOptions(config=srv.ssh_config, known_hosts=srv.known_hosts)) for h in hosts}
+
+
+def _etc(tmp_path, text: str | bytes, dropins: dict | None = None, name: str = "rancher") -> Path:
+    d = tmp_path / name
+    (d / "config.yaml.d").mkdir(parents=True)
+    (d / "config.yaml").write_bytes(text.encode() if isinstance(text, str) else text)
+    for n, t in (dropins or {}).items():
+        (d / "config.yaml.d" / n).write_text(t)
+    return d
+
+
+def _remedy(srv, etc: Path, distro="k3s", restart=False, **kw):
+    from breakglass.remedies.k3s_flags import K3sFlags
+
+    return K3sFlags(distro, _nodes(srv), str(etc / "config.yaml"), plugins=BOTH, restart=restart,
+                    backup_dir=str(etc.parent / "node-backup"), **kw)
+
+
+def _recover(remedy, state):
+    from breakglass import recovery
+
+    steps = remedy.plan()
+    return recovery.execute(remedy, steps, str(state), {"hosts": list(remedy.nodes)}), steps
+
+
+def _revert(remedy, state, force=False, dry_run=False):
+    from breakglass import journal
+    from breakglass.remedies import driver
+
+    return driver.revert(remedy, journal.list_runs(str(state))[-1], force=force, dry_run=dry_run)
+
+
+def _snapshot(d: Path) -> dict:
+    return {str(p.relative_to(d)): (p.read_bytes() if p.is_file() and not p.is_symlink() else os.readlink(p)
+                                    if p.is_symlink() else None) for p in sorted(d.rglob("*"))}
+
+
+def test_dropin_over_ssh_then_revert_byte_identical_and_twice_harmless(standin_sshd, tmp_path):
+    etc = _etc(tmp_path, fixture("k3s-ansible.yaml"), {"10-audit.yaml": fixture("10-audit.yaml")})
+    before = _snapshot(etc)
+    remedy = _remedy(standin_sshd, etc)
+    res, steps = _recover(remedy, tmp_path / "state")
+    assert res.status == "applied", res
+    dropin = etc / "config.yaml.d" / "99-breakglass.yaml"
+    assert dropin.read_text() == k3s.dropin_text(BOTH, "k3s")
+    assert stat.S_IMODE(dropin.stat().st_mode) == 0o600
+    assert (etc / "config.yaml").read_bytes() == before["config.yaml"]  # the user's file untouched
+    assert "+kube-apiserver-arg+:" in steps[0].diff and "token" not in steps[0].diff
+    assert [n for n in os.listdir(etc / "config.yaml.d") if n.startswith(".")] == []  # no temp file left
+    out = _revert(_remedy(standin_sshd, etc), tmp_path / "state")
+    assert [o.outcome for o in out.outcomes] == [RESTORED]
+    assert _snapshot(etc) == before
+    out = _revert(_remedy(standin_sshd, etc), tmp_path / "state")
+    assert out.status == "reverted" and [o.outcome for o in out.outcomes] == [ALREADY]
+    assert _snapshot(etc) == before
+
+
+def test_enable_conflict_over_ssh_edits_the_line_and_reverts_byte_identical(standin_sshd, tmp_path):
+    text = fixture("rke2-hardened.yaml").replace("\n", "\r\n").rstrip("\r\n")  # CRLF, no final line break
+    etc = _etc(tmp_path, text)
+    before = _snapshot(etc)
+    res, steps = _recover(_remedy(standin_sshd, etc, "rke2"), tmp_path / "state")
+    assert res.status == "applied"
+    now = (etc / "config.yaml").read_bytes()
+    assert now == text.replace(f",{VWH},{MWH}\"", '"').encode()
+    assert "token" not in steps[0].diff and "my-shared-secret" not in steps[0].diff
+    [copy] = os.listdir(etc.parent / "node-backup")  # the node keeps its own copy, outside config.yaml.d
+    assert (etc.parent / "node-backup" / copy).read_bytes() == before["config.yaml"]
+    assert _revert(_remedy(standin_sshd, etc, "rke2"), tmp_path / "state").status == "reverted"
+    assert _snapshot(etc) == before
+
+
+def test_revert_takes_back_only_its_own_lines_when_the_file_changed_since(standin_sshd, tmp_path):
+    etc = _etc(tmp_path, f"# mine\nkube-apiserver-arg:\n  - enable-admission-plugins=NodeRestriction,{VWH}\n"
+                         f"  - event-ttl=2h\n")
+    _recover(_remedy(standin_sshd, etc), tmp_path / "state")
+    cfg = etc / "config.yaml"
+    cfg.write_text("node-label: [team=a]\n" + cfg.read_text() + "kubelet-arg: [max-pods=150]\n")
+    out = _revert(_remedy(standin_sshd, etc), tmp_path / "state")
+    assert out.outcomes[0].outcome == RESTORED
+    assert cfg.read_text() == (f"node-label: [team=a]\n# mine\nkube-apiserver-arg:\n  - enable-admission-plugins="
+                               f"NodeRestriction,{VWH}\n  - event-ttl=2h\nkubelet-arg: [max-pods=150]\n")
+    assert not (etc / "config.yaml.d" / "99-breakglass.yaml").exists()
+
+
+def test_revert_refuses_when_its_own_lines_changed_and_force_overwrites(standin_sshd, tmp_path):
+    etc = _etc(tmp_path, f"kube-apiserver-arg: [enable-admission-plugins={VWH}]\n")
+    original = (etc / "config.yaml").read_bytes()
+    _recover(_remedy(standin_sshd, etc), tmp_path / "state")
+    dropin = etc / "config.yaml.d" / "99-breakglass.yaml"
+    (etc / "config.yaml").write_text("kube-apiserver-arg: [enable-admission-plugins=PodNodeSelector]\n")
+    with pytest.raises(PreconditionFailed) as e:
+        _revert(_remedy(standin_sshd, etc), tmp_path / "state")
+    assert "config.yaml changed since the run" in str(e.value)
+    assert e.value.result.outcomes[0].outcome == CONFLICT and "+kube-apiserver-arg: [enable-admission-plugins=PodNodeSelector]" \
+        in e.value.result.outcomes[0].diff
+    assert dropin.exists()  # nothing on the node was reverted: every file is checked first
+    out = _revert(_remedy(standin_sshd, etc), tmp_path / "state", force=True)
+    assert out.outcomes[0].outcome == RESTORED
+    assert (etc / "config.yaml").read_bytes() == original and not dropin.exists()
+
+
+def test_a_dropin_changed_since_is_left_with_a_diff(standin_sshd, tmp_path):
+    etc = _etc(tmp_path, "token: x\n")
+    _recover(_remedy(standin_sshd, etc), tmp_path / "state")
+    dropin = etc / "config.yaml.d" / "99-breakglass.yaml"
+    dropin.write_text(dropin.read_text() + "  - event-ttl=3h\n")
+    with pytest.raises(PreconditionFailed):
+        _revert(_remedy(standin_sshd, etc), tmp_path / "state")
+    assert dropin.exists()
+
+
+def test_names_with_shell_characters(standin_sshd, tmp_path):
+    weird = "etc $(touch PWNED); 'q' \"dq\" `x` & y"
+    etc = _etc(tmp_path, f"kube-apiserver-arg: [enable-admission-plugins={MWH}]\n",
+               {"05-a b;$(touch PWNED).yaml": f"kube-apiserver-arg+: ['enable-admission-plugins+={VWH}']\n",
+                "-n.yaml": "kube-apiserver-arg+: [event-ttl=2h]\n"}, name=weird)
+    before = _snapshot(etc)
+    res, steps = _recover(_remedy(standin_sshd, etc), tmp_path / "state")
+    assert res.status == "applied"
+    assert (etc / "config.yaml.d" / "05-a b;$(touch PWNED).yaml").read_text() == "kube-apiserver-arg+: ['enable-admission-plugins+=']\n"
+    assert _revert(_remedy(standin_sshd, etc), tmp_path / "state").status == "reverted"
+    assert _snapshot(etc) == before
+    assert not list(tmp_path.rglob("PWNED")) and not os.path.exists(os.path.expanduser("~/PWNED"))
+
+
+def test_symlinked_config_and_dropin_directory_are_refused(standin_sshd, tmp_path):
+    real = _etc(tmp_path, f"kube-apiserver-arg: [enable-admission-plugins={VWH}]\n", name="real")
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "config.yaml").symlink_to(real / "config.yaml")
+    with pytest.raises(PreconditionFailed, match=r"config.yaml:1: .*symbolic link"):
+        _remedy(standin_sshd, etc).plan()
+    # a link k3s reads but breakglass does not write is fine; a linked drop-in directory is not
+    etc2 = tmp_path / "etc2"
+    etc2.mkdir()
+    (etc2 / "config.yaml").symlink_to(real / "config.yaml.d" / "none.yaml")  # dangling: k3s would fail too
+    (etc2 / "config.yaml").unlink()
+    (etc2 / "config.yaml").write_text("token: x\n")
+    (etc2 / "config.yaml.d").symlink_to(real / "config.yaml.d")
+    with pytest.raises(PreconditionFailed, match="config.yaml.d is a symbolic link"):
+        _remedy(standin_sshd, etc2).plan()
+    assert os.listdir(real / "config.yaml.d") == []
