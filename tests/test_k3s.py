@@ -310,3 +310,103 @@ def test_symlinked_config_and_dropin_directory_are_refused(standin_sshd, tmp_pat
     with pytest.raises(PreconditionFailed, match="config.yaml.d is a symbolic link"):
         _remedy(standin_sshd, etc2).plan()
     assert os.listdir(real / "config.yaml.d") == []
+
+
+# -- a real kube-apiserver, restarted by the `systemctl` stand-in from the config files -------------------
+
+@pytest.fixture
+def k3s_node(tmp_path, standin_sshd):
+    """A k3s/RKE2 server node as far as this machine can be one: the config files in a temp dir, and the real
+    kube-apiserver 1.34, deadlocked by the seed's webhook, (re)started by the `systemctl` stand-in with the flags
+    k3s' merge gives (through the sandbox's kubelet stand-in)."""
+    import yaml
+
+    from breakglass import sandbox
+    from tests import k3s_standin
+    from tests.real_control_plane import binary_for
+
+    _, binary = binary_for("1.34")
+    d = str(tmp_path / "sandbox")
+    sb = sandbox.up(d, apiserver=binary)
+    manifest = sb.apiserver["manifest"]
+    base = yaml.safe_load(open(manifest))["spec"]["containers"][0]["command"][1:]
+
+    def make(distro: str, text: str, dropins: dict | None = None) -> Path:
+        etc = _etc(tmp_path, text, dropins)
+        settings = {"distro": distro, "service": k3s.distro(distro).service, "config": str(etc / "config.yaml"),
+                    "manifest": manifest, "base": base, "journal": str(tmp_path / "journal.log")}
+        k3s_standin.install(standin_sshd.bindir, settings)
+        assert k3s_standin.restart(settings) == 0  # the node as it runs before the outage
+        _wait_argv(d, lambda a: "--profiling=false" in a)
+        return etc
+
+    make.sandbox = d
+    yield make
+    sandbox.down(d)
+
+
+def _wait_argv(sandbox_dir: str, want, seconds: float = 60) -> list:
+    import json
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            st = json.load(open(os.path.join(sandbox_dir, "kubelet.json")))
+        except (OSError, ValueError):
+            st = {}
+        if st.get("argv") and want(st["argv"]) and st.get("pid"):
+            return st["argv"]
+        time.sleep(0.3)
+    raise AssertionError(f"the apiserver never ran with the wanted flags: {st}")
+
+
+def _ready(sandbox_dir: str, seconds: float = 120) -> dict:
+    from breakglass import sandbox
+
+    deadline = time.monotonic() + seconds
+    while True:
+        st = sandbox.status(sandbox_dir)["apiserver"]
+        if st["ready"] or time.monotonic() > deadline:
+            return st
+        time.sleep(0.5)
+
+
+def test_k3s_real_apiserver_dropin_restart_ready_and_revert(k3s_node, standin_sshd, tmp_path):
+    etc = k3s_node("k3s", fixture("k3s-ansible.yaml"), {"10-audit.yaml": fixture("10-audit.yaml")})
+    before = _snapshot(etc)
+    assert not _ready(k3s_node.sandbox, 5)["ready"]  # the seed's deadlock
+    res, _ = _recover(_remedy(standin_sshd, etc, restart=True, verify_timeout=90), tmp_path / "state")
+    assert res.status == "applied", res
+    assert res.steps[0]["verify"] == f"kube-apiserver runs with --disable-admission-plugins={VWH},{MWH}"
+    assert _ready(k3s_node.sandbox)["ready"]  # the real apiserver got past the webhook
+    argv_now = _wait_argv(k3s_node.sandbox, lambda a: True)
+    assert "--event-ttl=2h" in argv_now and "--audit-log-maxage=30" in argv_now  # the user's flags kept
+    out = _revert(_remedy(standin_sshd, etc, restart=True), tmp_path / "state")
+    assert out.outcomes[0].outcome == RESTORED and "k3s restarted" in out.outcomes[0].detail
+    assert _snapshot(etc) == before
+    _wait_argv(k3s_node.sandbox, lambda a: not any(x.startswith("--disable-admission") for x in a))
+    assert _revert(_remedy(standin_sshd, etc, restart=True), tmp_path / "state").outcomes[0].outcome == ALREADY
+
+
+def test_rke2_real_apiserver_enable_conflict_is_edited_and_reverted(k3s_node, standin_sshd, tmp_path):
+    text = fixture("rke2-hardened.yaml").replace("\n", "\r\n")
+    etc = k3s_node("rke2", text)
+    before = _snapshot(etc)
+    # what a drop-in alone would do: the real apiserver refuses the overlap and never starts
+    lone = etc / "config.yaml.d" / "99-hand.yaml"
+    lone.write_text(k3s.dropin_text(BOTH, "rke2-server"))
+    from tests import k3s_standin
+    import json
+    settings = json.load(open(os.path.join(standin_sshd.bindir, "standin.json")))
+    assert k3s_standin.restart(settings) == 0
+    deadline = time.monotonic() + 60
+    while "overlapped" not in open(os.path.join(k3s_node.sandbox, "kube-apiserver.log"), errors="replace").read():
+        assert time.monotonic() < deadline, "the apiserver did not refuse the overlap"
+        time.sleep(0.5)
+    lone.unlink()
+    res, steps = _recover(_remedy(standin_sshd, etc, "rke2", restart=True, verify_timeout=90), tmp_path / "state")
+    assert res.status == "applied", res
+    assert (etc / "config.yaml").read_bytes() == text.replace(f",{VWH},{MWH}\"", '"').encode()
+    assert _ready(k3s_node.sandbox)["ready"]
+    assert _revert(_remedy(standin_sshd, etc, "rke2", restart=True), tmp_path / "state").status == "reverted"
+    assert _snapshot(etc) == before

@@ -1,0 +1,105 @@
+"""A `systemctl` stand-in for a k3s or RKE2 server node, put first on PATH for the test SSH server's sessions.
+
+It stands in for systemd starting `k3s` / `rke2-server`, which cannot run here. On `systemctl restart k3s`
+(or `rke2-server`) it reads the node's config files as k3s does (config.yaml, then config.yaml.d/*.yaml in
+name order), computes kube-apiserver's flags with breakglass' own merge model (breakglass.k3s.config: `+`
+appends, a plain key replaces, GetArgs' defaults and ordering) on top of the sandbox's loopback flags (which
+stand for the ones k3s computes from its data directory), and writes them into the static-pod manifest that the
+sandbox's kubelet stand-in runs: the real kube-apiserver (build/kube-apiserver/v1.34.4) restarts with them, and
+refuses to start when a plugin is both enabled and disabled, as on a real node. That is what RKE2 does on
+`rke2-server` start (it writes kube-apiserver's static pod from the same config); k3s runs the apiserver in its
+own process instead. It logs k3s' own `Running kube-apiserver ...` line to a journal file, and `journalctl -u`
+of this stand-in prints it.
+
+Its settings are in standin.json beside the `systemctl` script: distro, config, manifest, base flags, journal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from breakglass.k3s import config as k3s  # noqa: E402
+from breakglass.textfile import write_atomic  # noqa: E402
+
+
+def install(bindir: str, settings: dict) -> None:
+    """Write the `systemctl` and `journalctl` scripts and their settings into ``bindir``."""
+    os.makedirs(bindir, exist_ok=True)
+    with open(os.path.join(bindir, "standin.json"), "w") as f:
+        json.dump(settings, f)
+    for tool in ("systemctl", "journalctl"):
+        path = os.path.join(bindir, tool)
+        with open(path, "w") as f:
+            f.write(f"#!/bin/sh\nexec {sys.executable} {os.path.abspath(__file__)} {tool} \"$@\"\n")
+        os.chmod(path, 0o755)
+
+
+def _settings() -> dict:
+    with open(os.path.join(_bindir(), "standin.json")) as f:
+        return json.load(f)
+
+
+def _bindir() -> str:
+    for d in os.environ.get("PATH", "").split(":"):
+        if os.path.exists(os.path.join(d, "standin.json")):
+            return d
+    raise SystemExit("stand-in: no standin.json on PATH")
+
+
+def read_files(config: str) -> list[k3s.ConfigFile]:
+    files = []
+    if os.path.exists(config):
+        files.append(k3s.ConfigFile(config, open(config, encoding="utf-8").read()))
+    d = k3s.dropin_dir(config)
+    if os.path.isdir(d):
+        for name in sorted(os.listdir(d)):
+            p = os.path.join(d, name)
+            if k3s.is_dropin(name) and not os.path.isdir(p):
+                files.append(k3s.ConfigFile(p, open(p, encoding="utf-8").read()))
+    return files
+
+
+def restart(s: dict) -> int:
+    import yaml
+
+    d = k3s.distro(s["distro"])
+    base = dict(a[2:].split("=", 1) for a in s["base"])
+    d = dataclasses.replace(d, defaults=tuple({**base, **dict(d.defaults)}.items()))
+    try:
+        argv = k3s.apiserver_argv(d, read_files(s["config"]))
+    except Exception as e:  # noqa: BLE001 - k3s exits on a config it cannot read
+        print(f"Job for {s['service']}.service failed: {e}", file=sys.stderr)
+        return 1
+    with open(s["manifest"], encoding="utf-8") as f:
+        pod = yaml.safe_load(f)
+    pod["spec"]["containers"][0]["command"] = ["kube-apiserver", *argv]
+    write_atomic(s["manifest"], yaml.safe_dump(pod, sort_keys=False).encode())
+    with open(s["journal"], "a", encoding="utf-8") as f:
+        f.write("Running kube-apiserver " + " ".join(argv) + "\n")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    tool, args = argv[0], [a for a in argv[1:] if a != "--"]
+    s = _settings()
+    if tool == "journalctl":
+        if os.path.exists(s["journal"]):
+            sys.stdout.write(open(s["journal"], encoding="utf-8").read())
+        return 0
+    if len(args) == 2 and args[0] == "restart":
+        if args[1].removesuffix(".service") != s["service"]:
+            print(f"Failed to restart {args[1]}.service: Unit {args[1]}.service not found.", file=sys.stderr)
+            return 5
+        return restart(s)
+    print(f"stand-in systemctl: only `restart {s['service']}` is supported", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
