@@ -119,6 +119,15 @@ def plan_kubeadm(nodes: dict, manifest: str, plugins: list[str], verify_timeout:
     return remedy, remedy.plan()
 
 
+def plan_k3s(distro: str, nodes: dict, config: str | None, dropin_dir: str | None, plugins: list[str],
+             verify_timeout: float, local: bool = False, backup_dir: str | None = None):
+    from breakglass.remedies.k3s_flags import K3sFlags  # noqa: PLC0415
+
+    remedy = K3sFlags(distro, nodes, config, dropin_dir, plugins, verify_timeout, restart=not local, local=local,
+                      backup_dir=backup_dir)
+    return remedy, remedy.plan()
+
+
 def plan_kubeapi(kubeconfig: str | None, context: str | None, refs: list[str], kinds: list[str] | None,
                  action: str, webhooks: list[str], timeout: float = 10.0):
     from breakglass.access import kubeapi  # noqa: PLC0415
@@ -161,6 +170,20 @@ def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=
             nodes = {h: Node(h, ssh or SshOptions()) for h in t.get("hosts") or []}
         return KubeadmFlags(nodes, t.get("manifest"), t.get("plugins") or [], 0, bool(t.get("local")),
                             t.get("backup_dir") or "/etc/kubernetes/breakglass-backup")
+    if state.method in ("k3s", "rke2"):
+        from breakglass.remedies.k3s_flags import K3sFlags  # noqa: PLC0415
+
+        t = state.target
+        if t.get("local"):
+            from breakglass.access.local import LocalNode  # noqa: PLC0415
+
+            nodes = {"localhost": LocalNode()}
+        else:
+            from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
+
+            nodes = {h: Node(h, ssh or SshOptions()) for h in t.get("hosts") or []}
+        return K3sFlags(state.method, nodes, t.get("config"), t.get("dropin_dir"), t.get("plugins") or [], 0,
+                        restart=bool(t.get("restart")), local=bool(t.get("local")), backup_dir=t.get("backup_dir"))
     if state.method == "talos":
         from breakglass.access.talos import Talos  # noqa: PLC0415
         from breakglass.remedies.talos_flags import TalosFlags  # noqa: PLC0415

@@ -372,17 +372,30 @@ def _ready(sandbox_dir: str, seconds: float = 120) -> dict:
 
 
 def test_k3s_real_apiserver_dropin_restart_ready_and_revert(k3s_node, standin_sshd, tmp_path):
+    """Through the CLI, as typed: recover over SSH, then revert from the journal alone."""
+    import json
+
+    from tests.conftest import run_cli
+
     etc = k3s_node("k3s", fixture("k3s-ansible.yaml"), {"10-audit.yaml": fixture("10-audit.yaml")})
     before = _snapshot(etc)
     assert not _ready(k3s_node.sandbox, 5)["ready"]  # the seed's deadlock
-    res, _ = _recover(_remedy(standin_sshd, etc, restart=True, verify_timeout=90), tmp_path / "state")
-    assert res.status == "applied", res
-    assert res.steps[0]["verify"] == f"kube-apiserver runs with --disable-admission-plugins={VWH},{MWH}"
+    ssh = ["--ssh-config", standin_sshd.ssh_config, "--known-hosts", standin_sshd.known_hosts]
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
+    p = run_cli("recover", "--method", "k3s", "--ssh", "cp1", *ssh, "--config-path", str(etc / "config.yaml"),
+                "--node-backup-dir", str(tmp_path / "node-backup"), "--verify-timeout", "90", "--no-wait", "--yes",
+                "-o", "json", env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)["result"]
+    assert res["status"] == "applied"
+    assert res["steps"][0]["verify"] == f"kube-apiserver runs with --disable-admission-plugins={VWH},{MWH}"
     assert _ready(k3s_node.sandbox)["ready"]  # the real apiserver got past the webhook
     argv_now = _wait_argv(k3s_node.sandbox, lambda a: True)
     assert "--event-ttl=2h" in argv_now and "--audit-log-maxage=30" in argv_now  # the user's flags kept
-    out = _revert(_remedy(standin_sshd, etc, restart=True), tmp_path / "state")
-    assert out.outcomes[0].outcome == RESTORED and "k3s restarted" in out.outcomes[0].detail
+    r = run_cli("revert", "--yes", *ssh, "-o", "json", env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    [o] = json.loads(r.stdout)["result"]["outcomes"]
+    assert o["outcome"] == RESTORED and "k3s restarted" in o["detail"]
     assert _snapshot(etc) == before
     _wait_argv(k3s_node.sandbox, lambda a: not any(x.startswith("--disable-admission") for x in a))
     assert _revert(_remedy(standin_sshd, etc, restart=True), tmp_path / "state").outcomes[0].outcome == ALREADY
@@ -410,3 +423,43 @@ def test_rke2_real_apiserver_enable_conflict_is_edited_and_reverted(k3s_node, st
     assert _ready(k3s_node.sandbox)["ready"]
     assert _revert(_remedy(standin_sshd, etc, "rke2", restart=True), tmp_path / "state").status == "reverted"
     assert _snapshot(etc) == before
+
+
+def test_config_file_mode_through_the_cli_makes_and_removes_the_dropin_directory(tmp_path):
+    """--config-file: a copy here (a repository's), no SSH and no restart; a drop-in directory breakglass made
+    goes again on revert, and the file comes back byte for byte."""
+    from tests.conftest import run_cli
+
+    cfg = tmp_path / "repo" / "config.yaml"
+    cfg.parent.mkdir()
+    original = fixture("rke2-hardened.yaml").replace("\n", "\r\n").encode()
+    cfg.write_bytes(original)
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
+    p = run_cli("recover", "--method", "rke2", "--config-file", str(cfg), "--dry-run", env=env)
+    assert p.returncode == 0 and b'+kube-apiserver-arg+:' in p.stdout and b"my-shared-secret" not in p.stdout
+    assert not (tmp_path / "repo" / "config.yaml.d").exists()
+    p = run_cli("recover", "--method", "rke2", "--config-file", str(cfg), "--yes", env=env)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "repo" / "config.yaml.d" / "99-breakglass.yaml").exists()
+    assert b"enable-admission-plugins=NodeRestriction\"" in cfg.read_bytes()
+    assert run_cli("revert", "--yes", env=env).returncode == 0
+    assert cfg.read_bytes() == original and os.listdir(tmp_path / "repo") == ["config.yaml"]
+    assert run_cli("revert", "--yes", env=env).returncode == 0  # twice: nothing left, harmless
+    p = run_cli("recover", "--method", "k3s", env=env)
+    assert p.returncode == 2 and b"--ssh HOSTS" in p.stderr
+
+
+def test_over_ssh_through_the_cli_dry_run_and_a_refused_conflict(standin_sshd, tmp_path):
+    from tests.conftest import run_cli
+
+    etc = _etc(tmp_path, "kube-apiserver-arg:\n  - |-\n    enable-admission-plugins=ValidatingAdmissionWebhook\n")
+    args = ["recover", "--method", "k3s", "--ssh", "cp1", "--ssh-config", standin_sshd.ssh_config,
+            "--known-hosts", standin_sshd.known_hosts, "--config-path", str(etc / "config.yaml")]
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
+    p = run_cli(*args, "--dry-run", env=env)
+    assert p.returncode == 4 and p.stderr.count(b"\n") <= 2, p.stderr
+    assert f"{etc}/config.yaml:2: ".encode() in p.stderr
+    (etc / "config.yaml").write_text("token: x\n")
+    p = run_cli(*args, "--dry-run", "-o", "json", env=env)
+    assert p.returncode == 0, p.stderr
+    assert b"99-breakglass.yaml" in p.stdout and not (etc / "config.yaml.d" / "99-breakglass.yaml").exists()

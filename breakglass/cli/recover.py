@@ -58,6 +58,8 @@ class Method(str, enum.Enum):
     talos = "talos"
     kubeadm = "kubeadm"
     etcd = "etcd"
+    k3s = "k3s"
+    rke2 = "rke2"
 
 
 class Action(str, enum.Enum):
@@ -69,7 +71,7 @@ class Action(str, enum.Enum):
 @app.command()
 def recover(
     method: Annotated[Optional[Method], typer.Option(
-        help="How: kubeapi, talos, kubeadm or etcd (see below). Or a --plan file, or --auto.",
+        help="How: kubeapi, talos, kubeadm, k3s, rke2 or etcd (see below). Or a --plan file, or --auto.",
         show_default=False)] = None,
     plan: Annotated[Optional[str], typer.Option(
         help="A plan file (YAML) naming the method, targets and options; flags given here win.",
@@ -98,7 +100,8 @@ def recover(
         help="talos: take the plugins from `breakglass diagnose -o json` output saved in this file.",
         show_default=False)] = None,
     config_file: Annotated[Optional[List[str]], typer.Option(
-        help="talos: patch machine-config files (managed as code) instead of live nodes. Repeatable.",
+        help="talos: patch machine-config files (managed as code) instead of live nodes. Repeatable. "
+             "k3s/rke2: edit this config.yaml (and its config.yaml.d/) here, with no restart.",
         show_default=False)] = None,
     write_patch: Annotated[Optional[str], typer.Option(
         help="talos: only write the strategic-merge patch (and FILE.revert.yaml) for your own tooling.",
@@ -120,6 +123,12 @@ def recover(
     node_backup_dir: Annotated[str, typer.Option(
         help="kubeadm: where the node keeps its copy of the old manifest (never the manifests directory).")]
     = "/etc/kubernetes/breakglass-backup",
+    config_path: Annotated[Optional[str], typer.Option(
+        help="k3s/rke2: config.yaml's path on the nodes (default /etc/rancher/k3s|rke2/config.yaml).",
+        show_default=False)] = None,
+    drop_in_dir: Annotated[Optional[str], typer.Option(
+        help="k3s/rke2: the drop-in directory k3s reads (default: the config's path + .d).", show_default=False)]
+    = None,
     etcd_via_ssh: EtcdViaSshOpt = None,
     ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
     ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
@@ -149,6 +158,10 @@ def recover(
     over SSH (--ssh HOSTS) or locally (--manifest), backed up outside the manifests
     directory and written atomically; then waits for kube-apiserver to run with it.
 
+    --method k3s|rke2 adds a config.yaml.d drop-in of its own (kube-apiserver-arg+:), edits an
+    item that enables the plugins in its own file, restarts k3s or rke2-server over SSH (--ssh
+    HOSTS) and waits for kube-apiserver to run with the flag; --config-file edits a copy here.
+
     --method etcd deletes each configuration's exact key
     (/registry/validatingwebhookconfigurations/NAME) after a backup that is written,
     fsynced and verified; the delete compares mod_revision with the backed-up version,
@@ -161,6 +174,8 @@ def recover(
       breakglass recover --method talos -n 10.0.0.2,10.0.0.3,10.0.0.4 --dry-run
 
       breakglass recover --method talos --config-file clusters/prod/controlplane.yaml --write-patch bg.yaml
+
+      breakglass recover --method k3s --ssh cp1,cp2,cp3 --dry-run
 
       breakglass recover --method etcd -w kyverno-resource-validating-webhook-cfg --dry-run
 
@@ -180,7 +195,7 @@ def recover(
         from breakglass import recovery  # noqa: PLC0415
 
         if method is None:
-            raise BadInput("say how: --method kubeapi|talos|kubeadm|etcd, a --plan file, or --auto")
+            raise BadInput("say how: --method kubeapi|talos|kubeadm|k3s|rke2|etcd, a --plan file, or --auto")
         if snapshot and method is not Method.etcd:  # never silently ignored: the engineer counts on that snapshot
             raise BadInput(f"--snapshot goes with --method etcd, not {method.value}; nothing was changed")
 
@@ -188,6 +203,8 @@ def recover(
             return _recover_talos()
         if method is Method.kubeadm:
             return _recover_kubeadm()
+        if method in (Method.k3s, Method.rke2):
+            return _recover_k3s()
         if method is Method.kubeapi:
             remedy, steps = _plan_or_done(lambda: recovery.plan_kubeapi(
                 kubeconfig, context, list(webhook_config or []), list(kind or []) or None, action.value,
@@ -320,6 +337,39 @@ def recover(
                           f"Edit {len(steps)} manifest(s)? Every {', '.join(wanted)} stays off until you revert.",
                           {"hosts": hosts or ["localhost"], "plugins": wanted}, apiserver or hosts)
 
+    def _recover_k3s() -> int:
+        from breakglass import recovery  # noqa: PLC0415
+        from breakglass.access.ssh import remote_path  # noqa: PLC0415
+
+        wanted = _wanted()
+        files = [os.path.abspath(f) for f in config_file or []]  # journaled absolute: revert works from anywhere
+        if len(files) > 1:
+            raise BadInput(f"--method {method.value} edits one config file (its drop-ins come with it)")
+        if files:
+            from breakglass.access.local import LocalNode  # noqa: PLC0415
+
+            nodes, hosts, path = {"localhost": LocalNode()}, [], files[0]
+        else:
+            hosts = _split(ssh)
+            if not hosts:
+                raise BadInput(f"--method {method.value} needs --ssh HOSTS, or --config-file PATH for a copy here")
+            for p, what in ((config_path, "--config-path"), (drop_in_dir, "--drop-in-dir")):
+                if p:
+                    remote_path(p, what)  # paths on the nodes: never an option
+            opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
+            nodes, path = _ssh_nodes(hosts, opts), config_path
+        kubeadm_backup = node_backup_dir == "/etc/kubernetes/breakglass-backup"
+        remedy, steps = recovery.plan_k3s(method.value, nodes, path, drop_in_dir and os.path.abspath(drop_in_dir)
+                                          if files else drop_in_dir, wanted, verify_timeout, local=bool(files),
+                                          backup_dir=None if kubeadm_backup else node_backup_dir)
+        if sys.stderr.isatty() and output is Output.text:
+            remedy.on_wait = _spin_line
+        return _carry_out(remedy, steps,
+                          f"Change {len(steps)} node(s)' config and restart {remedy.distro.service}? "
+                          f"Every {', '.join(wanted)} stays off until you revert." if not files else
+                          f"Edit {path} (no restart)? Every {', '.join(wanted)} stays off until you revert.",
+                          {"hosts": hosts or ["localhost"], "plugins": wanted}, [] if files else (apiserver or hosts))
+
     _run(output, verbose, body)
 
 
@@ -339,7 +389,7 @@ def _recover_scripted(given: dict) -> int:
         try:
             args["method"] = Method(args["method"])
         except ValueError:
-            raise BadInput(f"unknown method {args['method']!r} (use kubeapi, talos, kubeadm or etcd)") from None
+            raise BadInput(f"unknown method {args['method']!r} (use kubeapi, talos, kubeadm, k3s, rke2 or etcd)") from None
     if isinstance(args["action"], str):
         args["action"] = Action(args["action"])
     if given["auto"]:

@@ -45,9 +45,9 @@ done
 """
 
 
-def read_node(node, config: str, directory: str) -> tuple[list[k3s.ConfigFile], list[str], bool]:
-    """(config.yaml and its drop-ins in k3s' order, every name in the drop-in directory, whether that directory
-    is a link)."""
+def read_node(node, config: str, directory: str) -> tuple[list[k3s.ConfigFile], list[str], str]:
+    """(config.yaml and its drop-ins in k3s' order, every name in the drop-in directory, what that directory is:
+    d, l (a link) or - (none))."""
     r = node.run(_LIST.format(config=quoted_path(config, "config path"), dir=quoted_path(directory, "drop-in "
                                                                                            "directory")))
     if r.rc != 0:
@@ -65,7 +65,7 @@ def read_node(node, config: str, directory: str) -> tuple[list[k3s.ConfigFile], 
     if not files:
         raise BadInput(f"{node.host}: neither {config} nor drop-ins in {directory} (not a k3s/RKE2 server, or "
                        f"its config is elsewhere: --config-path)")
-    return files, names, state.get("dir") == "l"
+    return files, names, state.get("dir", "-")
 
 
 def _read(node, path: str, link: bool) -> k3s.ConfigFile:
@@ -118,12 +118,12 @@ class K3sFlags:
         plugins = flags.check_plugins(self.plugins)
         steps = []
         for host, node in self.nodes.items():
-            files, names, dir_link = read_node(node, self.config, self.dropin_dir)
+            files, names, dir_state = read_node(node, self.config, self.dropin_dir)
             change = k3s.plan(self.distro, files, self.dropin_dir, names, plugins)
             if not change.dropin and not change.edits:
                 self.skipped.append(host)
                 continue
-            if change.dropin and dir_link:
+            if change.dropin and dir_state == "l":
                 raise PreconditionFailed(f"{host}:{self.dropin_dir} is a symbolic link; breakglass never writes "
                                          f"through one: pass the real directory with --drop-in-dir")
             entries, diffs = [], []
@@ -133,8 +133,10 @@ class K3sFlags:
                                 "items": _edited_items(e.before, e.after, e.path)})
                 diffs.append(_diff(f"{host}:{e.path}", e.before, e.after))
             if change.dropin:
+                # a directory breakglass makes goes again with its drop-in
                 entries.append({"kind": "dropin", "path": change.dropin, "before_sha": ABSENT,
-                                "after": change.dropin_text, "after_sha": sha(change.dropin_text.encode())})
+                                "after": change.dropin_text, "after_sha": sha(change.dropin_text.encode()),
+                                "made_dir": dir_state == "-"})
                 diffs.append(_diff(f"{host}:{change.dropin}", None, change.dropin_text))
             what = f"disable {','.join(change.disabled)}" if change.disabled else "stop enabling"
             restart = f", restart {self.distro.service}" if self.restart else ""
@@ -266,6 +268,8 @@ class K3sFlags:
         for f, raw, data in todo:
             if data is None:
                 nodefile.remove_remote(node, f["path"], sha(raw))
+                if f.get("made_dir"):  # only if empty: anything put there since stays
+                    node.run(f"rmdir -- {quoted_path(os.path.dirname(f['path']), 'drop-in directory')} 2>/dev/null")
             else:
                 nodefile.write_remote(node, f["path"], sha(raw), data, refuse_links=True)
         detail = f"{host}: {what.replace('remove ', 'removed ').replace('restore ', 'restored ')}"

@@ -47,7 +47,7 @@ echo written
 # Refuse a link at the file or its directory: breakglass never writes through one (checked on the node, at
 # the moment of writing).
 _NO_LINKS = '[ -L "$f" ] || [ -L "$d" ] && { echo "link" >&2; exit 6; }\n'
-_MUST_BE_NEW = '[ -e "$f" ] || [ -L "$f" ] && cur=exists\n'
+_MUST_BE_NEW = '[ -e "$f" ] || [ -L "$f" ] && cur=exists\n[ -d "$d" ] || mkdir -p -- "$d" || exit 5\n'
 
 
 def _check_rc(node, path: str, r, what: str) -> None:
