@@ -54,7 +54,7 @@ def test_parts_give_the_one_pass_report(monkeypatch, tmp_path, parts, lines):
     p = tmp_path / "audit.log"
     p.write_text("\n".join(lines()) + "\n")
     one, many, planned = _reports(monkeypatch, p, parts)
-    assert planned and planned[0] is not None and len(planned[0]) == parts
+    assert planned and planned[0] is not None and len(planned[0][1]) == parts
     assert many == one
     assert one["leaks"], "the log holds leaks"
 

@@ -80,7 +80,8 @@ def test_a_cut_never_separates_a_klog_multiline_value_or_a_cri_partial(tmp_path)
     log = tmp_path / "m.log"
     log.write_text(body)
     data = body.encode()
-    for cut in split.cuts(str(log), len(data), 16):
+    fd, _ = split.open_regular(str(log))
+    for cut in split.cuts(fd, len(data), 16):
         nxt = data[cut:data.index(b"\n", cut)]
         prev = data[data.rindex(b"\n", 0, cut - 1) + 1:cut - 1]
         assert not nxt.startswith((b"\t", b" >")), (cut, nxt)
@@ -120,7 +121,7 @@ def test_a_workers_error_is_raised_here(monkeypatch, tmp_path):
 
     def failing(self, view):
         if self.pos > 0:
-            raise BadInput(f"{self.path}: went away")
+            raise BadInput(f"{self.fd}: went away")
         return real_readinto(self, view)
 
     monkeypatch.setattr(split.RangeReader, "readinto", failing)
@@ -153,3 +154,22 @@ def test_binary_and_gzip_files_are_refused_or_read_as_before(monkeypatch, tmp_pa
     gz.write_bytes(gzip.compress(open(FIXTURES[0], "rb").read()))
     assert parallel.plan(engine.sources.expand([str(gz)])[0], engine.LOG_SAMPLE) is None
     assert json.dumps(_diagnosis([str(gz)]))
+
+
+def test_a_log_rotated_during_the_scan_is_read_whole_and_alone(monkeypatch, tmp_path):
+    log = tmp_path / "kube-apiserver.log"
+    body = b"".join(open(p, "rb").read() for p in FIXTURES[:20])
+    log.write_bytes(body)
+    one, _, _ = _both(monkeypatch, [str(log)], parts=4)
+    real_plan = parallel.plan
+
+    def rotating(src, head):
+        p = real_plan(src, head)
+        os.rename(log, tmp_path / "kube-apiserver.log.1")  # logrotate: rename, then a new file in its place
+        log.write_bytes(b"I0101 00:00:00.000000 1 x.go:1] a new file\n" * 50000)
+        return p
+
+    monkeypatch.setattr(parallel, "plan", rotating)
+    fds = len(os.listdir("/proc/self/fd"))
+    assert _diagnosis([str(log)]) == one
+    assert len(os.listdir("/proc/self/fd")) == fds, "a descriptor was left open"

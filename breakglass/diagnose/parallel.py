@@ -11,7 +11,6 @@ their evidence and their order are those of a single pass.
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -24,7 +23,7 @@ CHUNK = sources.CHUNK
 
 @dataclass
 class Plan:
-    path: str
+    fd: int  # the one descriptor every part reads through (see split.open_regular); run() closes it
     ranges: list[tuple[int, int]]
     head: bytes
 
@@ -37,21 +36,31 @@ def plan(src: sources.LogSource, head_size: int) -> Plan | None:
     if cpus < 2 or not forked.can_fork():
         return None
     try:
-        st = os.stat(src.path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size < MIN_SIZE:
-            return None
-        with open(src.path, "rb") as f:
-            head = f.read(head_size)
+        opened = split.open_regular(src.path)
     except OSError as e:
         raise sources.os_error(src.name, e) from None
-    if sources.is_gzip(head):
+    if opened is None:
         return None
-    sources.check_text(head, src.name)  # the same refusal as one pass
-    points = split.cuts(src.path, st.st_size, cpus)
-    if not points:
-        return None
-    edges = [0, *points, st.st_size]
-    return Plan(src.path, list(zip(edges, edges[1:])), head)
+    fd, size = opened
+    keep = False
+    try:
+        if size < MIN_SIZE:
+            return None
+        head = os.pread(fd, head_size, 0)
+        if sources.is_gzip(head):
+            return None
+        sources.check_text(head, src.name)  # the same refusal as one pass
+        points = split.cuts(fd, size, cpus)
+        if not points:
+            return None
+        edges = [0, *points, size]
+        keep = True
+        return Plan(fd, list(zip(edges, edges[1:])), head)
+    except OSError as e:
+        raise sources.os_error(src.name, e) from None
+    finally:
+        if not keep:
+            os.close(fd)
 
 
 @dataclass
@@ -76,16 +85,19 @@ def run(p: Plan, scan_part: Callable[[split.RangeReader], Iterator[list | End]],
                 on_chunk(n * whole // first)
             tick()
 
-        return scan_part(split.RangeReader(p.path, *p.ranges[i], CHUNK, read))
+        return scan_part(split.RangeReader(p.fd, *p.ranges[i], CHUNK, read))
 
     total = End(0, 0)
-    for item in forked.ordered(len(p.ranges), produce):
-        if isinstance(item, End):
-            total.candidates += item.candidates
-            total.lines += item.lines
-        else:
-            _shift(item, total.lines)
-            yield item
+    try:
+        for item in forked.ordered(len(p.ranges), produce):
+            if isinstance(item, End):
+                total.candidates += item.candidates
+                total.lines += item.lines
+            else:
+                _shift(item, total.lines)
+                yield item
+    finally:
+        os.close(p.fd)
     yield total
 
 

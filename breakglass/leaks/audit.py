@@ -59,10 +59,10 @@ def _views(src, finders, rechecks: Rechecks, rep: LeakReport) -> Iterator[View]:
     # The audit webhook backend posts EventLists, and some sinks store each batch as one line: a delete
     # there may be any item, so those lines skip the one-name shortcut below.
     batches = b'"EventList"' in first
-    parts = _plan(src, first, batches)
-    if parts is not None:
+    planned = _plan(src, first, batches)
+    if planned is not None:
         reader.close()  # read again, in parts
-        yield from _views_in_parts(src.path, parts, finder, rechecks, rep)
+        yield from _views_in_parts(*planned, finder, rechecks, rep)
         return
     for line in lines_with(chunks, finder):
         if _NEEDLE not in line and (not rechecks or (ref_name(line) not in rechecks.names and not batches)):
@@ -89,27 +89,36 @@ def _counted(parsed, needle: bool, rep: LeakReport) -> list[View]:
     return parsed
 
 
-def _plan(src, first: bytes, batches: bool) -> list[tuple[int, int]] | None:
-    """Parts of a big local JSON-lines file to read on several cores (see ``logs.forked``), or None."""
+def _plan(src, first: bytes, batches: bool) -> tuple[int, list[tuple[int, int]]] | None:
+    """(fd, parts) of a big local JSON-lines file to read on several cores (see ``logs.forked``), or None.
+    The caller closes the fd."""
     if batches or src.path is None:
         return None
     cpus = min(forked.usable_cpus(), PARTS_MAX)
     if cpus < 2 or not forked.can_fork():
         return None
     try:
-        size = os.stat(src.path).st_size
-        if size < PARALLEL_MIN:
-            return None
-        with open(src.path, "rb") as f:
-            if logsources.is_gzip(f.read(2)):  # ``first`` is already inflated: ask the file
-                return None
-        edges = [0, *split.line_cuts(src.path, size, cpus), size]
+        opened = split.open_regular(src.path)
     except OSError:
         return None  # read it in one pass, which reports the error as it always has
-    return list(zip(edges, edges[1:])) if len(edges) > 2 else None
+    if opened is None:
+        return None
+    fd, size = opened
+    try:
+        if size >= PARALLEL_MIN and not logsources.is_gzip(os.pread(fd, 2, 0)):  # ``first`` is already inflated
+            edges = [0, *split.line_cuts(fd, size, cpus), size]
+            if len(edges) > 2:
+                fd, opened = -1, (fd, list(zip(edges, edges[1:])))
+                return opened
+    except OSError:
+        pass
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return None
 
 
-def _views_in_parts(path: str, parts: list[tuple[int, int]], finder, rechecks: Rechecks,
+def _views_in_parts(fd: int, parts: list[tuple[int, int]], finder, rechecks: Rechecks,
                     rep: LeakReport) -> Iterator[View]:
     """What the one-pass loop above yields, with the byte search and JSON of every part on its own core.
     A child cannot know which objects leaked in the parts before its own, so it sends each delete line
@@ -117,7 +126,7 @@ def _views_in_parts(path: str, parts: list[tuple[int, int]], finder, rechecks: R
 
     def produce(i: int, tick):
         def chunks():
-            for c in split.read_range(path, *parts[i], chunk=logsources.CHUNK):
+            for c in split.read_range(fd, *parts[i], chunk=logsources.CHUNK):
                 tick()
                 yield c
 
@@ -127,7 +136,6 @@ def _views_in_parts(path: str, parts: list[tuple[int, int]], finder, rechecks: R
             else:  # where it is, not its bytes: most deletes are of objects that never leaked
                 yield False, (ref_name(line), at, len(line))
 
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         for needle, got in forked.ordered(len(parts), produce):
             if needle:

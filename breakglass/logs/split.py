@@ -9,6 +9,7 @@ then never cross a cut, so each part can be scanned, parsed and classified on it
 from __future__ import annotations
 
 import os
+import stat
 from typing import Iterator
 
 
@@ -38,80 +39,81 @@ def _safe_at(buf: bytes, nl: int) -> bool:
     return not formats.continues(text(buf[ps:nl]), text(cur), text(before) if before is not None else None)
 
 
-def cuts(path: str, size: int, parts: int) -> list[int]:
-    """Offsets 0 < c1 < c2 < ... < size where ``path`` can be cut into about equal parts; fewer when no safe
-    cut lies within ``SEARCH`` bytes after an ideal one (a log of very long lines)."""
+def cuts(fd: int, size: int, parts: int) -> list[int]:
+    """Offsets 0 < c1 < c2 < ... < size where the file open as ``fd`` can be cut into about equal parts; fewer
+    when no safe cut lies within ``SEARCH`` bytes after an ideal one (a log of very long lines)."""
     out: list[int] = []
     back = 64 << 10  # read a little before the ideal offset, for the lines above a cut
-    with open(path, "rb") as f:
-        for k in range(1, parts):
-            ideal = size * k // parts
-            base = max(0, ideal - back)
-            f.seek(base)
-            window = f.read(ideal - base + SEARCH)
-            nl = window.find(b"\n", ideal - base)
-            while 0 <= nl < len(window) - 1:
-                if _safe_at(window, nl):
-                    cut = base + nl + 1
-                    if 0 < cut < size and (not out or cut > out[-1]):
-                        out.append(cut)
-                    break
-                nl = window.find(b"\n", nl + 1)
+    for k in range(1, parts):
+        ideal = size * k // parts
+        base = max(0, ideal - back)
+        window = os.pread(fd, ideal - base + SEARCH, base)
+        nl = window.find(b"\n", ideal - base)
+        while 0 <= nl < len(window) - 1:
+            if _safe_at(window, nl):
+                cut = base + nl + 1
+                if 0 < cut < size and (not out or cut > out[-1]):
+                    out.append(cut)
+                break
+            nl = window.find(b"\n", nl + 1)
     return out
 
 
-def read_range(path: str, start: int, end: int, chunk: int) -> Iterator[bytes]:
-    """Chunks of ``path`` from ``start`` to ``end`` (a part of the file), read with pread."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        pos = start
-        while pos < end:
-            data = os.pread(fd, min(chunk, end - pos), pos)
-            if not data:
-                break  # the file shrank under us: scan what there is
-            pos += len(data)
-            yield data
-    finally:
-        os.close(fd)
-
-
-def line_cuts(path: str, size: int, parts: int) -> list[int]:
+def line_cuts(fd: int, size: int, parts: int) -> list[int]:
     """Like ``cuts`` for a log whose every line stands alone (JSON lines: audit events): any line start."""
     out: list[int] = []
-    with open(path, "rb") as f:
-        for k in range(1, parts):
-            ideal = size * k // parts
-            f.seek(ideal)
-            window = f.read(SEARCH)
-            nl = window.find(b"\n")
-            if nl >= 0 and ideal + nl + 1 < size and (not out or ideal + nl + 1 > out[-1]):
-                out.append(ideal + nl + 1)
+    for k in range(1, parts):
+        ideal = size * k // parts
+        nl = os.pread(fd, SEARCH, ideal).find(b"\n")
+        if nl >= 0 and ideal + nl + 1 < size and (not out or ideal + nl + 1 > out[-1]):
+            out.append(ideal + nl + 1)
     return out
+
+
+def open_regular(path: str) -> tuple[int, int] | None:
+    """(fd, size) of a regular file, read by every part through this one descriptor (a forked worker shares
+    it), so a log rotated (renamed, a new file put in its place) during the scan is still read whole, never
+    mixed with its successor. None for anything else (a FIFO, /proc, a device): one pass reads those."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return fd, st.st_size
+
+
+def read_range(fd: int, start: int, end: int, chunk: int) -> Iterator[bytes]:
+    """Chunks of the file open as ``fd`` from ``start`` to ``end`` (one part), read with pread."""
+    pos = start
+    while pos < end:
+        data = os.pread(fd, min(chunk, end - pos), pos)
+        if not data:
+            break  # the file shrank under us: scan what there is
+        pos += len(data)
+        yield data
 
 
 class RangeReader:
-    """Bytes ``start`` to ``end`` of a file, read into the caller's buffer (``scanner.Reader``) with preadv.
-    ``on_read(n)`` is called after each read (progress, draining the workers' pipes)."""
+    """Bytes ``start`` to ``end`` of the file open as ``fd``, read into the caller's buffer (``scanner.Reader``)
+    with preadv. ``on_read(n)`` is called after each read (progress, draining the workers' pipes)."""
 
-    def __init__(self, path: str, start: int, end: int, chunk: int, on_read=None) -> None:
-        self.path, self.pos, self.end, self.chunk = path, start, end, chunk
+    def __init__(self, fd: int, start: int, end: int, chunk: int, on_read=None) -> None:
+        self.fd, self.pos, self.end, self.chunk = fd, start, end, chunk
         self._on_read = on_read
 
     def readinto(self, view: memoryview) -> int:
         want = min(len(view), self.end - self.pos)
-        if want <= 0:
-            return 0
-        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            got = 0
-            while got < want:  # preadv may return less than asked (a signal): a short read means the end only at 0
-                n = os.preadv(fd, [view[got:want]], self.pos + got)
-                if n == 0:
-                    break  # the file shrank under us: scan what there is
-                got += n
-        finally:
-            os.close(fd)
+        got = 0
+        while got < want:  # preadv may return less than asked (a signal): only 0 is the end
+            n = os.preadv(self.fd, [view[got:want]], self.pos + got)
+            if n == 0:
+                break  # the file shrank under us: scan what there is
+            got += n
         self.pos += got
-        if self._on_read is not None:
+        if self._on_read is not None and got:
             self._on_read(got)
         return got
