@@ -9,7 +9,6 @@ and host the journal recorded, so `breakglass runs` never shows a dead run as if
 from __future__ import annotations
 
 import os
-import socket
 
 # state -> what it means (the README's table is checked against this)
 FINAL: dict[str, str] = {
@@ -34,7 +33,7 @@ RUN_STATES: dict[str, str] = {**FINAL, **TRANSIENT}
 
 def owner() -> dict:
     """What a transition records so a later reader can tell a live process from a dead one."""
-    return {"pid": os.getpid(), "host": socket.gethostname()}
+    return {"pid": os.getpid(), "host": os.uname().nodename}
 
 
 def _alive(pid: int) -> bool:
@@ -55,6 +54,6 @@ def label(status: str, pid=None, host=None) -> str:
         return status
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return f"{status} (no process recorded)"
-    if host and host != socket.gethostname():
+    if host and host != os.uname().nodename:
         return f"{status} (process {pid} on {host})"
     return f"{status} (running, pid {pid})" if _alive(pid) else f"{status} (process gone)"
