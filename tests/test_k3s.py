@@ -463,3 +463,27 @@ def test_over_ssh_through_the_cli_dry_run_and_a_refused_conflict(standin_sshd, t
     p = run_cli(*args, "--dry-run", "-o", "json", env=env)
     assert p.returncode == 0, p.stderr
     assert b"99-breakglass.yaml" in p.stdout and not (etc / "config.yaml.d" / "99-breakglass.yaml").exists()
+
+
+def test_the_runbooks_config_file_commands_run(tmp_path):
+    """runbooks/k3s.md and rke2.md: every command parses (tests/test_runbooks.py); the ones on a config file in
+    git run here, on a copy of a real-looking config."""
+    import shlex
+
+    from tests.conftest import run_cli
+    from tests.test_runbooks import COMMANDS
+
+    ran = 0
+    for runbook, command in COMMANDS:
+        tokens = shlex.split(command)[1:]
+        if runbook not in ("k3s.md", "rke2.md") or "--config-file" not in tokens:
+            continue
+        cfg = tmp_path / runbook / "config.yaml"
+        cfg.parent.mkdir()
+        cfg.write_text(fixture("rke2-hardened.yaml" if runbook == "rke2.md" else "k3s-ansible.yaml"))
+        tokens[tokens.index("--config-file") + 1] = str(cfg)
+        p = run_cli(*tokens, env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")})
+        assert p.returncode == 0, f"{runbook}: {command}: {p.stderr[-300:]}"
+        assert b"99-breakglass.yaml" in p.stdout and b"dry run: nothing was changed" in p.stdout
+        ran += 1
+    assert ran == 2
