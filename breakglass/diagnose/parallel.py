@@ -18,6 +18,9 @@ from breakglass.logs import forked, sources, split
 
 MIN_SIZE = 32 << 20  # below this a fork costs more than it saves (measured: a 1 MB log gains nothing)
 MAX_PARTS = 8
+# This process's part is a little shorter than the workers': it also feeds the correlator as it goes and then
+# takes in the workers' events, so with equal parts the workers wait for it (measured: ~8% of its time).
+FIRST_SHARE = 0.92
 CHUNK = sources.CHUNK
 
 
@@ -50,7 +53,7 @@ def plan(src: sources.LogSource, head_size: int) -> Plan | None:
         if sources.is_gzip(head):
             return None
         sources.check_text(head, src.name)  # the same refusal as one pass
-        points = split.cuts(fd, size, cpus)
+        points = split.cuts(fd, size, cpus, FIRST_SHARE)
         if not points:
             return None
         edges = [0, *points, size]

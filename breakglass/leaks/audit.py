@@ -37,6 +37,7 @@ _DELETE = b'"verb":"delete'  # audit.k8s.io Events
 _GKE_DELETE = b'.delete"'  # Cloud Logging entries: "methodName": "io.k8s.core.v1.pods.delete"
 PARALLEL_MIN = 32 << 20  # a smaller log is read in one pass: a fork would cost more than it saves
 PARTS_MAX = 8
+FIRST_SHARE = 0.85  # this process's part: it also takes in the workers' requests and builds the report
 
 
 def _views(src, finders, rechecks: Rechecks, rep: LeakReport) -> Iterator[View]:
@@ -106,7 +107,7 @@ def _plan(src, first: bytes, batches: bool) -> tuple[int, list[tuple[int, int]]]
     fd, size = opened
     try:
         if size >= PARALLEL_MIN and not logsources.is_gzip(os.pread(fd, 2, 0)):  # ``first`` is already inflated
-            edges = [0, *split.line_cuts(fd, size, cpus), size]
+            edges = [0, *split.line_cuts(fd, size, cpus, FIRST_SHARE), size]
             if len(edges) > 2:
                 fd, opened = -1, (fd, list(zip(edges, edges[1:])))
                 return opened

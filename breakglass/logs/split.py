@@ -39,13 +39,19 @@ def _safe_at(buf: bytes, nl: int) -> bool:
     return not formats.continues(text(buf[ps:nl]), text(cur), text(before) if before is not None else None)
 
 
-def cuts(fd: int, size: int, parts: int) -> list[int]:
-    """Offsets 0 < c1 < c2 < ... < size where the file open as ``fd`` can be cut into about equal parts; fewer
-    when no safe cut lies within ``SEARCH`` bytes after an ideal one (a log of very long lines)."""
+def _ideal(size: int, parts: int, k: int, first: float) -> int:
+    """Where cut ``k`` would ideally be when the first part is ``first`` times as long as each other part."""
+    return int(size * (first + k - 1) / (first + parts - 1))
+
+
+def cuts(fd: int, size: int, parts: int, first: float = 1.0) -> list[int]:
+    """Offsets 0 < c1 < c2 < ... < size where the file open as ``fd`` can be cut into parts of about equal size
+    (the first ``first`` times as long as the others); fewer when no safe cut lies within ``SEARCH`` bytes after
+    an ideal one (a log of very long lines)."""
     out: list[int] = []
     back = 64 << 10  # read a little before the ideal offset, for the lines above a cut
     for k in range(1, parts):
-        ideal = size * k // parts
+        ideal = _ideal(size, parts, k, first)
         base = max(0, ideal - back)
         window = os.pread(fd, ideal - base + SEARCH, base)
         nl = window.find(b"\n", ideal - base)
@@ -59,11 +65,11 @@ def cuts(fd: int, size: int, parts: int) -> list[int]:
     return out
 
 
-def line_cuts(fd: int, size: int, parts: int) -> list[int]:
+def line_cuts(fd: int, size: int, parts: int, first: float = 1.0) -> list[int]:
     """Like ``cuts`` for a log whose every line stands alone (JSON lines: audit events): any line start."""
     out: list[int] = []
     for k in range(1, parts):
-        ideal = size * k // parts
+        ideal = _ideal(size, parts, k, first)
         nl = os.pread(fd, SEARCH, ideal).find(b"\n")
         if nl >= 0 and ideal + nl + 1 < size and (not out or ideal + nl + 1 > out[-1]):
             out.append(ideal + nl + 1)
