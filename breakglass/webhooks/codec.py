@@ -49,6 +49,7 @@ def _m(*fields: F) -> tuple[F, ...]:
 
 
 S, B, I32, I64, BOOL, TIME, MAP = "string", "bytes", "int32", "int64", "bool", "time", "map"
+INTSTR = "intstr"  # intstr.IntOrString: {type, intVal, strVal} on the wire, a number or a string in JSON
 
 SCHEMA: dict[str, tuple[F, ...]] = {
     # k8s.io/apimachinery/pkg/apis/meta/v1
@@ -140,6 +141,44 @@ SCHEMA: dict[str, tuple[F, ...]] = {
                                          F(2, "spec", "MutatingAdmissionPolicyBindingSpec")),
     "MutatingAdmissionPolicyBindingSpec": _m(F(1, "policyName", S), F(2, "paramRef", "ParamRef", ptr=True),
                                              F(3, "matchResources", "MatchResources", ptr=True)),
+    # k8s.io/api/core/v1 Service and discovery/v1 EndpointSlice: a webhook's backend, read from etcd when the
+    # apiserver is down (field numbers and pointers from their generated.proto and types.go)
+    "Service": _m(F(1, "metadata", "ObjectMeta"), F(2, "spec", "ServiceSpec"), F(3, "status", "ServiceStatus")),
+    "ServiceSpec": _m(F(1, "ports", "ServicePort", rep=True), F(2, "selector", MAP), F(3, "clusterIP", S),
+                      F(18, "clusterIPs", S, rep=True), F(4, "type", S), F(5, "externalIPs", S, rep=True),
+                      F(7, "sessionAffinity", S), F(8, "loadBalancerIP", S),
+                      F(9, "loadBalancerSourceRanges", S, rep=True), F(10, "externalName", S),
+                      F(11, "externalTrafficPolicy", S), F(12, "healthCheckNodePort", I32),
+                      F(13, "publishNotReadyAddresses", BOOL),
+                      F(14, "sessionAffinityConfig", "SessionAffinityConfig", ptr=True),
+                      F(19, "ipFamilies", S, rep=True), F(17, "ipFamilyPolicy", S, ptr=True),
+                      F(20, "allocateLoadBalancerNodePorts", BOOL, ptr=True),
+                      F(21, "loadBalancerClass", S, ptr=True), F(22, "internalTrafficPolicy", S, ptr=True),
+                      F(23, "trafficDistribution", S, ptr=True)),
+    "ServicePort": _m(F(1, "name", S), F(2, "protocol", S), F(6, "appProtocol", S, ptr=True), F(3, "port", I32),
+                      F(4, "targetPort", INTSTR), F(5, "nodePort", I32)),
+    "ServiceStatus": _m(F(1, "loadBalancer", "LoadBalancerStatus"), F(2, "conditions", "Condition", rep=True)),
+    "LoadBalancerStatus": _m(F(1, "ingress", "LoadBalancerIngress", rep=True)),
+    "LoadBalancerIngress": _m(F(1, "ip", S), F(2, "hostname", S), F(3, "ipMode", S, ptr=True),
+                              F(4, "ports", "PortStatus", rep=True)),
+    "PortStatus": _m(F(1, "port", I32), F(2, "protocol", S), F(3, "error", S, ptr=True)),
+    "SessionAffinityConfig": _m(F(1, "clientIP", "ClientIPConfig", ptr=True)),
+    "ClientIPConfig": _m(F(1, "timeoutSeconds", I32, ptr=True)),
+    "ObjectReference": _m(F(1, "kind", S), F(2, "namespace", S), F(3, "name", S), F(4, "uid", S),
+                          F(5, "apiVersion", S), F(6, "resourceVersion", S), F(7, "fieldPath", S)),
+    "EndpointSlice": _m(F(1, "metadata", "ObjectMeta"), F(4, "addressType", S), F(2, "endpoints", "Endpoint", rep=True),
+                        F(3, "ports", "EndpointPort", rep=True)),
+    "Endpoint": _m(F(1, "addresses", S, rep=True), F(2, "conditions", "EndpointConditions"),
+                   F(3, "hostname", S, ptr=True), F(4, "targetRef", "ObjectReference", ptr=True),
+                   F(5, "deprecatedTopology", MAP), F(6, "nodeName", S, ptr=True), F(7, "zone", S, ptr=True),
+                   F(8, "hints", "EndpointHints", ptr=True)),
+    "EndpointConditions": _m(F(1, "ready", BOOL, ptr=True), F(2, "serving", BOOL, ptr=True),
+                             F(3, "terminating", BOOL, ptr=True)),
+    "EndpointHints": _m(F(1, "forZones", "ForZone", rep=True), F(2, "forNodes", "ForNode", rep=True)),
+    "ForZone": _m(F(1, "name", S)),
+    "ForNode": _m(F(1, "name", S)),
+    "EndpointPort": _m(F(1, "name", S, ptr=True), F(2, "protocol", S, ptr=True), F(3, "port", I32, ptr=True),
+                       F(4, "appProtocol", S, ptr=True)),
     # Any other kind: every Kubernetes object keeps its ObjectMeta in field 1.
     "Object": _m(F(1, "metadata", "ObjectMeta")),
     # runtime.Unknown, the storage envelope
@@ -151,6 +190,8 @@ _BY_NUM = {name: {f.num: f for f in fields} for name, fields in SCHEMA.items()}
 
 ADMISSION_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "ValidatingAdmissionPolicy",
                    "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
+BACKEND_KINDS = ("Service", "EndpointSlice")  # core/v1 and discovery.k8s.io/v1 (checked on k8s.io/api's fixtures)
+DECODED_KINDS = ADMISSION_KINDS + BACKEND_KINDS
 
 
 # -- wire primitives ----------------------------------------------------------------------------
@@ -297,6 +338,13 @@ def _decode_msg(msg: str, buf: bytes, start: int, end: int) -> dict:
                 k, mv = _decode_entry(buf, s, e)
                 out.setdefault(f.name, {})[k] = mv
                 continue
+            elif f.type == INTSTR:
+                parts = {n: v for n, w, v in _fields(buf, s, e)}
+                if parts.get(1, 0) == 1:  # intstr.String
+                    a, b = parts.get(3, (0, 0))
+                    v = buf[a:b].decode("utf-8", "replace")
+                else:
+                    v = _signed(parts.get(2, 0), 32)
             elif f.type == "fieldsv1":
                 raw = b"".join(buf[span[0]:span[1]] for n, w, span in _fields(buf, s, e) if n == 1 and w == 2)
                 try:
@@ -385,7 +433,7 @@ def decode_value(value: bytes) -> Decoded:
         if env.get("contentEncoding"):
             raise CodecError(f"unsupported content encoding {env['contentEncoding']!r}")
         raw = env["raw"]
-        obj = _decode_msg(kind if kind in ADMISSION_KINDS else "Object", raw, 0, len(raw))
+        obj = _decode_msg(kind if kind in DECODED_KINDS else "Object", raw, 0, len(raw))
         return Decoded("protobuf", {"apiVersion": tm.get("apiVersion", ""), "kind": kind, **obj})
     if value[:1] == b"{":
         try:
@@ -425,10 +473,14 @@ def _encode_scalar(f: F, v: Any) -> bytes:
         return _len(f.num, _tag(1, 0) + _varint(_time_from_json(v)) + _tag(2, 0) + _varint(0))
     if f.type == "fieldsv1":
         return _len(f.num, _len(1, json.dumps(v, separators=(",", ":"), sort_keys=True).encode()))
+    if f.type == INTSTR:  # Go writes all three fields of the struct, zero or not
+        text = isinstance(v, str)
+        return _len(f.num, _tag(1, 0) + _varint(1 if text else 0) + _tag(2, 0) + _varint(0 if text else int(v))
+                    + _len(3, v.encode() if text else b""))
     return _len(f.num, encode_message(f.type, v or {}))
 
 
-_ZERO = {S: "", I32: 0, I64: 0, BOOL: False, TIME: None}
+_ZERO = {S: "", I32: 0, I64: 0, BOOL: False, TIME: None, INTSTR: 0}
 
 
 def encode_message(msg: str, obj: dict) -> bytes:
@@ -456,7 +508,7 @@ def encode_message(msg: str, obj: dict) -> bytes:
 def encode_value(obj: dict) -> bytes:
     """The exact bytes kube-apiserver stores for ``obj`` (protobuf storage, identity transformer)."""
     kind = obj.get("kind")
-    if kind not in ADMISSION_KINDS:
+    if kind not in DECODED_KINDS:
         raise ValueError(f"cannot encode kind {kind!r}")
     body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
     raw = encode_message(kind, body)

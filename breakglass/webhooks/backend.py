@@ -1,0 +1,114 @@
+"""How many endpoints are ready behind a webhook's Service: from etcd while the apiserver is down, or the API.
+
+The apiserver stores a Service at ``/registry/services/specs/NS/NAME`` and its EndpointSlices at
+``/registry/endpointslices/NS/SLICE`` (shared reference §4.1), each slice labelled
+``kubernetes.io/service-name=NAME``. Both are decoded with the storage codec (checked byte for byte against
+Kubernetes' own fixtures in k8s.io/api/testdata). An endpoint counts once however many slices list it (one per
+address family): a ready endpoint is one whose ``conditions.ready`` is true or unset, as the EndpointSlice API
+says consumers should read an unknown state; a terminating one is not ready.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from breakglass.errors import BadInput
+from breakglass.webhooks import codec
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+
+
+@dataclass
+class Backend:
+    service: str  # NAMESPACE/NAME
+    source: str  # etcd | api
+    found: bool  # the Service exists
+    ready: int = 0
+    not_ready: int = 0
+    slices: int = 0
+    problems: list[str] = field(default_factory=list)  # values that could not be read (encrypted, corrupt)
+
+    @property
+    def healthy(self) -> bool:
+        return self.found and self.ready > 0
+
+    def line(self) -> str:
+        if not self.found:
+            return f"backend {self.service}: no such Service (read from {self.source})"
+        text = (f"backend {self.service}: {self.ready} ready endpoint(s), {self.not_ready} not ready "
+                f"(read from {self.source}, {self.slices} EndpointSlice(s))")
+        if self.problems:
+            text += "; unreadable: " + ", ".join(self.problems)
+        return text
+
+
+def etcd_prefixes(namespace: str, prefix: str = "/registry") -> tuple[bytes, bytes]:
+    """(services prefix, endpointslices prefix) of one namespace: the only keys a backend check reads."""
+    if not namespace or "/" in namespace or namespace in (".", ".."):
+        raise BadInput(f"not a namespace: {namespace!r}")
+    base = prefix.rstrip("/")
+    return (f"{base}/services/specs/{namespace}/".encode(), f"{base}/endpointslices/{namespace}/".encode())
+
+
+def count(slices: Iterable[dict], name: str) -> tuple[int, int, int]:
+    """(ready, not ready, slices) over the EndpointSlices of Service ``name`` (JSON-shaped objects)."""
+    ready: set = set()
+    waiting: set = set()
+    n = 0
+    for s in slices:
+        labels = (s.get("metadata") or {}).get("labels") or {}
+        if labels.get(SERVICE_NAME_LABEL) != name:
+            continue
+        n += 1
+        for ep in s.get("endpoints") or []:
+            ref = ep.get("targetRef") or {}
+            who = (ref.get("kind"), ref.get("namespace"), ref.get("name")) if ref.get("name") else \
+                tuple(sorted(ep.get("addresses") or []))
+            cond = ep.get("conditions") or {}
+            if cond.get("ready", True) is not False and not cond.get("terminating"):
+                ready.add(who)
+            else:
+                waiting.add(who)
+    waiting -= ready  # listed ready in one family's slice and not yet in the other's: it serves
+    return len(ready), len(waiting), n
+
+
+def from_etcd(etcd, namespace: str, name: str, prefix: str = "/registry") -> Backend:
+    """``etcd``: an ``access.etcd.Etcd`` allowed ``etcd_prefixes(namespace, prefix)``."""
+    svc_prefix, slice_prefix = etcd_prefixes(namespace, prefix)
+    out = Backend(f"{namespace}/{name}", "etcd", False)
+    kv = etcd.get(svc_prefix + name.encode())
+    if kv is not None:
+        out.found = True
+    slices = []
+    for kv in etcd.range_prefix(slice_prefix):
+        key = kv.key.decode("utf-8", "replace")
+        try:
+            dec = codec.decode_value(kv.value)
+        except BadInput as e:
+            out.problems.append(f"{key} ({e})")
+            continue
+        if dec.obj is None:
+            out.problems.append(f"{key} (encrypted: {dec.detail})")
+            continue
+        slices.append(dec.obj)
+    out.ready, out.not_ready, out.slices = count(slices, name)
+    return out
+
+
+def from_api(api, namespace: str, name: str) -> Backend:
+    """``api``: an ``access.kubeapi`` client (its ``request`` returns (status, JSON dict))."""
+    out = Backend(f"{namespace}/{name}", "api", False)
+    ns, svc = urllib.parse.quote(namespace, safe=""), urllib.parse.quote(name, safe="")
+    status, _ = api.request("GET", f"/api/v1/namespaces/{ns}/services/{svc}")
+    out.found = status == 200
+    selector = urllib.parse.quote(f"{SERVICE_NAME_LABEL}={name}", safe="")
+    status, doc = api.request("GET", f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices"
+                                     f"?labelSelector={selector}")
+    if status == 200:
+        out.ready, out.not_ready, out.slices = count(doc.get("items") or [], name)
+    else:
+        out.problems.append(f"EndpointSlices: HTTP {status}")
+    return out
