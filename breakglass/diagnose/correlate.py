@@ -30,7 +30,8 @@ class _Acc:
 
     __slots__ = ("key", "kind", "count", "echo_count", "first", "last", "head", "tail", "context", "webhook",
                  "mode", "types", "urls", "services", "cause", "blocked", "hooks", "sources", "policy",
-                 "binding", "details", "hook", "obj", "blind", "success", "targets", "unknown_kind")
+                 "binding", "details", "hook", "obj", "blind", "success", "targets", "unknown_kind", "requests",
+                 "crds")
 
     def __init__(self, key: tuple, kind: str, n_evidence: int) -> None:
         self.key, self.kind = key, kind
@@ -54,6 +55,8 @@ class _Acc:
         self.success = False
         self.targets: dict[str, int] = {}  # what denied requests were writing
         self.unknown_kind = False  # a denial shows the webhook does not know a bootstrap kind
+        self.requests: dict[tuple, int] = {}  # (namespace, kind, name) of the failing requests the lines show
+        self.crds: dict[str, str | None] = {}  # conversion: "group/version, Kind=K" -> the CRD's name when shown
 
     def add(self, ev: Event, n_head: int) -> None:
         rec = ev.record
@@ -77,6 +80,8 @@ class _Acc:
             self.types.add(ev.webhook_type)
         if ev.detail and len(self.details) < 16:
             self.details[ev.detail[:300]] = self.details.get(ev.detail[:300], 0) + 1
+        if ev.request and (ev.request in self.requests or len(self.requests) < 16):
+            self.requests[ev.request] = self.requests.get(ev.request, 0) + 1
 
     def link(self, obj: BlockedObject, how: str) -> None:
         rank = {"direct": 3, "time": 2, "probable": 1}
@@ -123,6 +128,11 @@ class Correlator:
         self.recent: dict[str, _Recent] = {}
         self.last_leader: dict[str, str] = {}
         self.configurations: dict[str, str] = {}  # webhook -> configuration, when a log line names it
+        self.traced: dict[str, dict[tuple, int]] = {}  # webhook -> requests its slow-call traces name
+        self.last_ts: dict[str, float] = {}  # source -> the latest time any event of it carries
+        # Sources that hold the apiserver's own dispatcher lines (`Failed calling webhook, failing …`): a Lease
+        # there with no namespace is the apiserver's identity lease, not a node's or a controller's.
+        self.apiserver_sources: set[str] = set()
         self.matched = 0
 
     def _acc(self, key: tuple, kind: str) -> _Acc:
@@ -134,11 +144,16 @@ class Correlator:
     def feed(self, events: Iterable[Event]) -> None:
         for ev in events:
             self.matched += 1
+            ts = ev.record.ts
+            if ts is not None and ts > self.last_ts.get(ev.record.source, float("-inf")):
+                self.last_ts[ev.record.source] = ts
             getattr(self, "_on_" + ev.kind.replace("-", "_"))(ev)
 
     # -- webhook calls -------------------------------------------------------------------
     def _on_webhook_call(self, ev: Event) -> None:
         assert ev.webhook and ev.cause
+        if ev.mode and not ev.echo:
+            self.apiserver_sources.add(ev.record.source)
         if ev.mode == "open":
             key = ("open", ev.webhook)
             kind = "fail-open"
@@ -182,6 +197,19 @@ class Correlator:
         self.matched -= 1  # bookkeeping, not an event about a problem
         if ev.webhook and ev.detail and len(self.configurations) < 10_000:
             self.configurations[ev.webhook] = ev.detail
+        if ev.webhook and ev.request and len(self.traced) < 10_000:
+            seen = self.traced.setdefault(ev.webhook, {})
+            if ev.request in seen or len(seen) < 8:
+                seen[ev.request] = seen.get(ev.request, 0) + 1
+
+    def _on_conversion_failed(self, ev: Event) -> None:
+        """A CRD's conversion webhook failing: one accumulator per backend (service or URL), CRDs listed."""
+        key = ("conversion", ev.service or ev.url or ev.detail)
+        acc = self._acc(key, "conversion")
+        acc.cause = acc.cause or ev.cause
+        acc.add(ev, EVIDENCE_HEAD)
+        if ev.detail and (ev.detail in acc.crds or len(acc.crds) < 16):
+            acc.crds[ev.detail] = acc.crds.get(ev.detail) or ev.hook
 
     def _on_webhook_canceled(self, ev: Event) -> None:
         self._count(ev, "canceled", ev.webhook).webhook = ev.webhook

@@ -8,7 +8,8 @@ from breakglass import bootstrap, vendors
 from breakglass.diagnose import causes
 from breakglass.diagnose.correlate import Correlator, LogRecord, _Acc
 from breakglass.diagnose.model import (
-    CRITICAL, ERROR, INFO, SEVERITY_RANK, WARNING, Evidence, Finding, Verdict,
+    BOOTSTRAP, CONVERSION, CRITICAL, ERROR, INFO, NODE_LEASE, SELF_DEPENDENCY, SEVERITY_RANK, WARNING, Evidence,
+    Finding, Verdict,
 )
 
 LEADER_WINDOW_S = 120.0  # a lost lease this close to webhook failures is blamed on them
@@ -42,15 +43,93 @@ def _evidence(acc: _Acc, n: int) -> list[Evidence]:
     return ev
 
 
-def _is_stuck(a: _Acc) -> bool:
-    """Does this accumulator show a post-start hook that cannot finish?"""
+PERSIST_S = 10.0  # a post-start hook failing for less than this, while the log goes on past it, is a normal start
+
+
+def _transient(a: _Acc, last_ts: dict[str, float]) -> bool:
+    """Failures of a hook at start that stopped: all within PERSIST_S, and the same log goes on PERSIST_S past the
+    last of them without it failing again. (A log that ends while the hook fails cannot show it stopped.)"""
+    if a.first is None or a.last is None or a.first.ts is None or a.last.ts is None:
+        return False
+    if a.last.ts - a.first.ts >= PERSIST_S:
+        return False
+    return last_ts.get(a.last.source, a.last.ts) - a.last.ts >= PERSIST_S
+
+
+def _is_stuck(a: _Acc, fatal: set | frozenset = frozenset(), last_ts: dict[str, float] | None = None) -> bool:
+    """Does this accumulator show a post-start hook that cannot finish? A fatal `PostStartHook … failed` line says
+    so for every line of its hook; otherwise the failure must persist (not a second or two at start)."""
     if not a.hook:
         return False
-    if a.kind in ("hook-fatal", "readyz", "not-ready"):
+    if a.kind == "hook-fatal" or a.hook in fatal:
+        return a.kind != "boot-attempt" or a.count >= 3
+    if a.kind in ("readyz", "not-ready", "boot-failure") and last_ts is not None and _transient(a, last_ts):
+        return False
+    if a.kind in ("readyz", "not-ready"):
         return True
     if a.kind == "boot-failure":
         return not a.success
     return a.kind == "boot-attempt" and not a.success and a.count >= 3  # the ServiceCIDR burst
+
+
+# Where a webhook's backend needs pods besides its own namespace: the CNI, DNS, kube-proxy.
+SYSTEM_NAMESPACES = ("kube-system", "calico-system", "tigera-operator", "kube-flannel", "cilium", "cilium-system")
+POD_CREATORS = ("Pod", "ReplicaSet", "DaemonSet", "StatefulSet", "Job", "Deployment")
+_STEM = __import__("re").compile(r"-(?:webhook|admission|svc|service|server|controller|operator|manager|injector)"
+                                 r"(?:-.*)?$")
+
+
+def _stem(service_name: str) -> str:
+    """The application a webhook Service belongs to: `tcaplus-webhook-service` -> `tcaplus`."""
+    return _STEM.sub("", service_name)
+
+
+def self_dependency(requests: dict[tuple, int], service: str | None) -> str | None:
+    """What the failing requests show the webhook blocks of its own backend, or None."""
+    svc_ns, _, svc_name = (service or "").partition("/")
+    stem = _stem(svc_name) if svc_name else ""
+    for (ns, kind, name), _n in sorted(requests.items(), key=lambda kv: -kv[1]):
+        if kind not in POD_CREATORS:
+            continue
+        what = f"{kind} {ns + '/' if ns else ''}{name}" if name else f"{kind} pods" + (f" in {ns}" if ns else "")
+        if ns and svc_ns and ns == svc_ns:
+            return f"{what}: pods in {ns}, the namespace its own backend ({service}) runs in"
+        if name and len(stem) >= 3 and name.startswith(stem + "-"):
+            return f"{what}: its own backend's pods ({service})"
+        if ns in SYSTEM_NAMESPACES:
+            return f"{what}: pods in {ns}, where the network (CNI), DNS and kube-proxy its backend needs run"
+        if kind == "DaemonSet":
+            return f"{what}: a DaemonSet's pods, the node agents (CNI, kube-proxy) its backend's nodes need"
+    return None
+
+
+def _request_text(r: tuple) -> str:
+    ns, kind, name = r
+    return " ".join(x for x in (kind or "request", f"{ns}/{name}" if ns and name else name or (f"in {ns}" if ns else None))
+                    if x)
+
+
+def _exclude_ns(requests: dict[tuple, int], service: str | None) -> str | None:
+    """The namespace to exclude from the webhook: its backend's, else the blocked pods'."""
+    svc_ns = (service or "").partition("/")[0]
+    nss = [ns for (ns, kind, _), _n in requests.items() if ns and kind in POD_CREATORS]
+    if svc_ns and (svc_ns in nss or not nss):
+        return svc_ns
+    return nss[0] if nss else None
+
+
+def node_lease(requests: dict[tuple, int], apiserver_only: bool = False) -> str | None:
+    """The Leases or Nodes among the failing requests, or None. A Lease named by no namespace in the apiserver's
+    own log (``apiserver_only``) is its identity lease: not a node's heartbeat nor a controller's."""
+    for (ns, kind, name), _n in sorted(requests.items(), key=lambda kv: -kv[1]):
+        if kind == "Lease" and ns is None and apiserver_only:
+            continue
+        if kind == "Lease":
+            return f"Lease {ns + '/' if ns else ''}{name or ''}".rstrip("/ ") + (
+                " (node heartbeats)" if ns == "kube-node-lease" else "")
+        if kind == "Node":
+            return f"Node {name or ''}".rstrip() + " (the kubelet's node status)"
+    return None
 
 
 def _add_evidence(evidence: list[Evidence], accs: list[_Acc], role: str, limit: int | None = None) -> None:
@@ -78,7 +157,8 @@ class Builder:
     def build(self) -> list[Finding]:
         accs = list(self.c.accs.values())
         calls = [a for a in accs if a.kind in ("call", "deny", "policy")]
-        stuck = [a for a in accs if _is_stuck(a)]
+        fatal = {a.hook for a in accs if a.kind == "hook-fatal"}
+        stuck = [a for a in accs if _is_stuck(a, fatal, self.c.last_ts)]
         # A stuck hook and a single suspect failing closed: tie them, labelled as a guess.
         # (A burst of unanswered attempts alone is too weak for that.)
         closed = [a for a in calls if (a.kind != "deny" or a.blocked or a.blind) and a.mode != "open"]
@@ -114,6 +194,8 @@ class Builder:
                 f = self._leader(a, findings)
             elif a.kind in ("canceled", "panic"):
                 f = self._minor(a)
+            elif a.kind == "conversion":
+                f = self._conversion(a)
             if f is not None:
                 findings.append(f)
         findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -f.count))
@@ -146,7 +228,12 @@ class Builder:
         link = next((h for h in ("direct", "time", "probable") if h in links), None)
         readiness = [o for o in blocked if bootstrap.blocks_readiness(o.kind)]
         deadlock = bool(readiness) and (link in ("direct", "time") or bool(stuck_hooks & {o.hook for o in readiness}))
-        if a.kind == "deny" and not blocked and not a.blind:
+        requests = dict(a.requests)
+        for r, n in self.c.traced.get(a.webhook or "", {}).items():
+            requests[r] = requests.get(r, 0) + n
+        lease = (node_lease(requests, bool(a.sources) and a.sources <= self.c.apiserver_sources)
+                 if a.kind in ("call", "deny") and a.mode != "open" else None)
+        if a.kind == "deny" and not blocked and not a.blind and not lease:
             return self._ordinary_denial(a)  # a webhook doing its job: said, not alarmed about
         if a.kind == "policy" and not blocked:
             return None
@@ -197,9 +284,50 @@ class Builder:
                 explanation += " (Tied by time: the failure came right after the apiserver tried that write.)"
             elif link == "probable":
                 explanation += " (Probable: the hook is stuck and this is the only webhook failing closed.)"
+        fam = BOOTSTRAP if deadlock else None
+        shown = sorted({_request_text(r) for r in requests})[:8]
+        if fam is None and lease:
+            fam, severity = NODE_LEASE, CRITICAL
+            explanation += (f" It {'denies' if a.kind == 'deny' else 'blocks'} {lease}: kubelets that cannot renew "
+                            f"their Lease or update their Node go NotReady and their pods are evicted (the "
+                            f"webhook's backend with them); controllers that cannot renew their leader Lease stop. "
+                            f"Waiting will not heal it.")
+            advice = ("keep Leases and Nodes away from this webhook through the API (its rules, or a matchCondition "
+                      "on request.resource), or set failurePolicy Ignore / delete the configuration; the admission "
+                      "flag only when the apiserver cannot be reached")
+        elif fam is None and a.kind == "call" and a.mode != "open":
+            mine = self_dependency(requests, ident.get("service"))
+            if mine:
+                fam, severity = SELF_DEPENDENCY, CRITICAL
+                ns = _exclude_ns(requests, ident.get("service"))
+                explanation += (f" It blocks {mine}. While it fails no replacement pod can be admitted, so its "
+                                f"backend cannot come back by itself: a self-dependency.")
+                advice = (f"exclude {ns or 'its backend namespace'} from this webhook through the API (a "
+                          f"namespaceSelector on kubernetes.io/metadata.name, or a matchCondition), so the backend's "
+                          f"pods can be created; else failurePolicy Ignore or delete the configuration")
         return Finding(family=family, severity=severity, title=title, explanation=explanation, advice=advice,
                        blocked=[str(o) for o in blocked], hooks=hooks, link=link, bootstrap_deadlock=deadlock,
-                       **self._base(a), **ident, **extra)
+                       deadlock=fam, requests=shown, **self._base(a), **ident, **extra)
+
+    def _conversion(self, a: _Acc) -> Finding:
+        """A CRD's conversion webhook that fails: its own family; the admission flag does not switch it off."""
+        cause = a.cause or causes.Cause(causes.OTHER, "other")
+        svc, url = _top(a.services), _top(a.urls)
+        kinds = sorted(a.crds)
+        names = [a.crds[k] for k in kinds if a.crds[k]]
+        what = ", ".join(kinds[:4]) + (f" and {len(kinds) - 4} more" if len(kinds) > 4 else "")
+        return Finding(
+            family="conversion-webhook", severity=ERROR,
+            title=f"conversion webhook for {what} fails: {cause.detail}",
+            explanation=(f"The conversion webhook of {what} ({svc or url or 'its backend'}) fails ({cause.detail}). "
+                         f"Reads and writes of those resources that need another version fail, and namespace "
+                         f"deletion and garbage collection stall on them, until that backend answers again. It is "
+                         f"not an admission webhook: --disable-admission-plugins does not switch it off."),
+            advice=("bring the conversion backend back; or, when the CRD's status.storedVersions allow it (one stored "
+                    "version, or versions with the same schema), set the CRD's spec.conversion.strategy to None "
+                    "through the API (with the apiserver down: in etcd); never the admission flag"),
+            service=svc, url=url, mode="closed", cause_class=cause.cls, cause=cause.detail, deadlock=CONVERSION,
+            crds=kinds, blocked=names, **self._base(a))
 
     def _ordinary_denial(self, a: _Acc) -> Finding:
         """A webhook that answered and refused: which webhook denied what, for the record (severity info)."""
@@ -266,7 +394,7 @@ class Builder:
         _add_evidence(base["evidence"], group[1:], "failure")
         base["sources"] = sorted(set().union(*(g.sources for g in group)))
         return Finding(family="admission-not-ready" if not_ready else "bootstrap-stuck",
-                       severity=severity, title=title, explanation=explanation,
+                       severity=severity, deadlock=BOOTSTRAP if severity == CRITICAL else None, title=title, explanation=explanation,
                        advice="find what rejects or times out that write; `breakglass webhooks` lists what could intercept it",
                        hooks=[hook], blocked=[what], **base)
 
@@ -278,7 +406,7 @@ class Builder:
             return None  # lost for reasons this tool does not diagnose, or long before/after the webhook failures
         names = ", ".join(sorted({f'"{f.webhook}"' for f in webhook_findings})) or "a webhook"
         return Finding(
-            family="leader-election-lost", severity=ERROR,
+            family="leader-election-lost", severity=ERROR, deadlock=NODE_LEASE,
             title=f"{a.hook} lost leader election while webhooks were failing",
             explanation=(f"{a.hook} could not renew its lease while {names} failed; controllers stop until "
                          f"they win the lease again, so nothing heals meanwhile."),
@@ -317,7 +445,64 @@ def verdict(findings: list[Finding], notices: list[Finding] = ()) -> Verdict:
     return v
 
 
+# What each deadlock family's verdict says: what is stuck, why waiting will not heal it, the way out that works
+# for it, least invasive first. {who}, {what}, {cause}, {ns}, {svc} come from the finding that leads.
+FAMILY_HEADLINE = {
+    SELF_DEPENDENCY: "SELF-DEPENDENCY DEADLOCK: a webhook blocks the pods it needs to come back",
+    NODE_LEASE: "NODE AND LEASE STARVATION: nodes and controllers cannot renew their Leases",
+    CONVERSION: "CONVERSION WEBHOOK DOWN: reads and writes of custom resources fail",
+}
+
+
+def _family_text(lead: Finding) -> str:
+    who = f'webhook "{lead.webhook}"' if lead.webhook else "a webhook"
+    cfg = f" (configuration {lead.configuration}, {lead.configuration_source})" if lead.configuration else ""
+    if lead.deadlock == SELF_DEPENDENCY:
+        svc = lead.service or "its backend"
+        ns = svc.partition("/")[0] if lead.service else "the backend's namespace"
+        return (f"{who}{cfg} fails closed ({lead.cause}) on the creation of pods it needs itself "
+                f"({', '.join(lead.requests[:3]) or 'its own backend'}; backend {svc}). While it fails no replacement "
+                f"pod is admitted, so its backend cannot come back and waiting will not heal it. The apiserver "
+                f"still answers: first exclude {ns} from the webhook through the API (a namespaceSelector on "
+                f"kubernetes.io/metadata.name NotIn [{ns}], or a matchCondition), which is often enough: the backend "
+                f"comes back and the webhook keeps guarding the rest. Else set its failurePolicy to Ignore or delete "
+                f"the configuration (remedies below, least invasive first); the admission flag or etcd only when "
+                f"the apiserver cannot be reached. Keep the exclusion in the webhook's chart.")
+    if lead.deadlock == NODE_LEASE:
+        if lead.family == "leader-election-lost":
+            return (f"{lead.title}: {lead.explanation} Keep Leases (coordination.k8s.io) away from the failing "
+                    f"webhooks through the API, or set their failurePolicy to Ignore (remedies below, least "
+                    f"invasive first); controllers recover once the lease can be written.")
+        how = "denies" if lead.mode == "deny" else f"fails closed ({lead.cause}) on"
+        return (f"{who}{cfg} {how} the writes that keep nodes and controllers alive "
+                f"({', '.join(lead.requests[:3]) or 'Leases, Nodes'}). Kubelets that cannot renew their Lease in "
+                f"kube-node-lease or update their Node go NotReady, their pods are evicted (the webhook's backend "
+                f"with them) and leader-elected controllers stop, so waiting will not heal it. Through the API "
+                f"first: keep Leases and Nodes out of the webhook's rules (or a matchCondition on "
+                f"request.resource), or set its failurePolicy to Ignore or delete the configuration; a policy "
+                f"engine's freeze mode must leave Lease and Node updates out. The admission flag or etcd only when "
+                f"the apiserver cannot be reached.")
+    # CONVERSION
+    return (f"The conversion webhook of {', '.join(lead.crds[:4])} ({lead.service or lead.url or 'its backend'}) "
+            f"fails ({lead.cause}). Reads and writes of those resources that need another version fail, and "
+            f"namespace deletion and garbage collection stall on them, until that backend answers; nothing else "
+            f"restarts it. --disable-admission-plugins does NOT switch conversion off. Ways out, least invasive "
+            f"first: bring the conversion backend back; or, when the CRD's status.storedVersions allow it (one "
+            f"stored version, or versions with the same schema), set the CRD's spec.conversion.strategy to None "
+            f"through the API (with the apiserver down, the same field of the CRD in etcd), and restore Webhook "
+            f"conversion once the backend answers.")
+
+
+_FAMILY_RANK = {BOOTSTRAP: 0, SELF_DEPENDENCY: 1, NODE_LEASE: 2, CONVERSION: 3}
+
+
 def _verdict(findings: list[Finding]) -> Verdict:
+    fams = sorted((f for f in findings if f.deadlock and f.deadlock != BOOTSTRAP),
+                  key=lambda f: (_FAMILY_RANK[f.deadlock], -SEVERITY_RANK[f.severity], -f.count))
+    if fams and not any(f.severity == CRITICAL and f.deadlock in (None, BOOTSTRAP) for f in findings):
+        lead = fams[0]
+        state = "degraded" if lead.deadlock == CONVERSION else "deadlocked"
+        return Verdict(state, FAMILY_HEADLINE[lead.deadlock], _family_text(lead), True, lead.deadlock)
     crit = [f for f in findings if f.severity == CRITICAL]
     err = [f for f in findings if f.severity == ERROR]
     warn = [f for f in findings if f.severity == WARNING]
@@ -337,7 +522,7 @@ def _verdict(findings: list[Finding]) -> Verdict:
         else:
             headline = "STUCK: the apiserver cannot finish starting"
             text = lead.explanation
-        return Verdict("deadlocked", headline, text, True)
+        return Verdict("deadlocked", headline, text, True, lead.deadlock)
     if err:
         names = sorted({f.webhook for f in err if f.webhook})
         headline = "DEGRADED: requests are failing at admission"

@@ -9,6 +9,14 @@ from breakglass.diagnose.causes import Cause
 from breakglass.logs.record import LogRecord
 
 CRITICAL, ERROR, WARNING, INFO = "critical", "error", "warning", "info"
+
+# The deadlock families (issue 21): which way a webhook outage keeps itself from healing. Each has its own verdict
+# text and its own ways out, least invasive first (findings.FAMILY_TEXT, remedies, planner.order_for).
+BOOTSTRAP = "bootstrap"  # the apiserver cannot finish starting: a webhook blocks what it writes at start
+SELF_DEPENDENCY = "self-dependency"  # a webhook blocks its own backend's pods, or what they need (CNI, DNS)
+NODE_LEASE = "node-lease"  # node Leases / Nodes / leader Leases cannot be written: nodes NotReady, controllers stop
+CONVERSION = "conversion"  # a CRD's conversion webhook is down: reads and writes of that resource fail
+DEADLOCK_FAMILIES = (BOOTSTRAP, SELF_DEPENDENCY, NODE_LEASE, CONVERSION)
 SEVERITY_RANK = {INFO: 0, WARNING: 1, ERROR: 2, CRITICAL: 3}
 
 
@@ -31,6 +39,9 @@ class Event:
     binding: str | None = None
     detail: str | None = None  # denial message, hook error, lease name, …
     target: str | None = None  # what a denied request was writing, when the line says (`pods "x"`, `"ns.yaml"`)
+    # The request a webhook failed or denied, when the line shows it: (namespace, resource or owner kind, name).
+    # From controller and event lines, kubelet lease/node lines, audit events and apiserver traces.
+    request: tuple | None = None
 
 
 @dataclass
@@ -70,6 +81,11 @@ class Finding:
     bootstrap_deadlock: bool = False
     policy: str | None = None
     binding: str | None = None
+    # Which deadlock family this finding shows (model.DEADLOCK_FAMILIES), None when it is not one of them
+    # (an outage that heals when the webhook's backend comes back, a leak, a notice).
+    deadlock: str | None = None
+    requests: list[str] = field(default_factory=list)  # the failing requests the lines show: "pods in kyverno"
+    crds: list[str] = field(default_factory=list)  # conversion: the kinds whose conversion webhook fails
 
 
 @dataclass
@@ -82,6 +98,7 @@ class RemedyOption:
     plugins: list[str] = field(default_factory=list)
     targets: list[dict] = field(default_factory=list)
     manual: list[str] = field(default_factory=list)  # what to type by hand
+    family: str | None = None  # set when the option is specific to one deadlock family (conversion: the CRD)
 
 
 @dataclass
@@ -90,6 +107,7 @@ class Verdict:
     headline: str
     explanation: str
     needs_action: bool
+    family: str | None = None  # the deadlock family of the finding that leads the verdict, if any
 
 
 @dataclass

@@ -32,7 +32,9 @@ ANCHORS: tuple[bytes, ...] = (
     b"kubernetes service",
     b"IP and Port allocation", b"failed to allocate a serviceIP",
     b"client CA configmap",
-    b"ensure lease exists", b"failed to update lease", b"renew lease",
+    # "ailed to update lease": kubelet's and the apiserver's `failed to update lease` and the structured
+    # `"Failed to update lease"` with one literal (the same count of anchors as before).
+    b"ensure lease exists", b"ailed to update lease", b"renew lease",
     b"election lost", b"stopped leading", b"resource lock", b"leader election record",
 )
 
@@ -42,7 +44,8 @@ RECORD_GATE = re.compile(
     rb"(?i:failed\s*calling|failing\s*(?:open|closed)|denied\s*(?:the\s*)?request|rejected\s*by\s*webhook|"
     rb"calling\s*webhook|poststarthook|not\s*yet\s*ready|servicecidr|system\s*namespace|priorityclass|"
     rb"priority\s*classes|unable\s*to|apf\s*bootstrap|allocation\s*check|serviceip|lease|election|"
-    rb"stopped\s*leading|resource\s*lock|webhook\.admission|call\s*(?:mutating|validating)\s*webhook)")
+    rb"stopped\s*leading|resource\s*lock|webhook\.admission|call\s*(?:mutating|validating)\s*webhook|"
+    rb"conversion\s*webhook)")
 # The mutation audit annotation names a webhook's configuration (shared reference §2).
 CONFIG_OF = re.compile(r'"configuration"\s*:\s*"(?P<cfg>[^"]+)"\s*,\s*"webhook"\s*:\s*"(?P<hook>[^"]+)"')
 # So does the trace of a slow call (utiltrace, logged past its threshold): `Trace[…]: "Call mutating webhook"
@@ -70,6 +73,14 @@ PANIC = re.compile(r"Panic\s*calling\s*webhook,\s*failing\s*open\s*(?P<hook>\S+?
 DRY_RUN = re.compile(r"does\s*not\s*support\s*dry\s*run")
 POLICY_DENIED = re.compile(r"(?P<kind>Validating|Mutating)AdmissionPolicy\s*'(?P<policy>[^']+)'"
                            r"(?:\s*with\s*binding\s*'(?P<binding>[^']+)')?\s*denied\s*request:?\s*(?P<msg>.*)$", re.S)
+# A CRD's conversion webhook (apiextensions-apiserver's webhook converter): `conversion webhook for
+# GROUP/VERSION, Kind=KIND failed: Post "https://…": …` in the apiserver's cacher, the namespace and garbage
+# collectors and every client reading the resource. Not an admission webhook: the admission flags do not touch it.
+CONVERSION = re.compile(r"conversion\s*webhook\s*for\s*(?P<gv>[\w.-]{1,253}/[\w.-]{1,63}),\s*Kind=(?P<kind>[\w.-]{1,253}?)"
+                        r"\s*failed:?\s*(?P<err>.*)$", re.S)
+# The CRD's resource, when the line names it: the cacher's `cacher (plural.group)` / `storage/cacher.go:/group/plural`.
+_CONVERSION_CRD = re.compile(r"cacher\s*\((?P<crd>[a-z0-9-]{1,63}\.[a-z0-9.-]{1,253})\)"
+                             r"|storage/cacher\.go:/(?P<group>[a-z0-9.-]{1,253})/(?P<plural>[a-z0-9-]{1,63})")
 HOOK_FATAL = re.compile(r"PostStartHook\s*\"(?P<hook>[^\"]+)\"\s*failed:?\s*(?P<err>.*)$", re.S)
 READYZ_ITEM = re.compile(r"\[-\]\s*poststarthook/(?P<hook>[\w./-]+)\s*failed:?\s*(?P<why>[\w ]*)")
 # Both are anchored on their literal tail and read backwards from it (see _before): a
@@ -156,6 +167,67 @@ _DENIED_TARGET = re.compile(r"error\s*when\s*(?P<verb>creating|replacing|patchin
 _OBJ_IN_TEXT = re.compile(r"(?P<res>servicecidrs|ipaddresses|namespaces|priorityclasses|clusterroles|clusterrolebindings|"
                           r"roles|rolebindings|flowschemas|prioritylevelconfigurations|leases|services|endpoints|"
                           r"endpointslices|configmaps)(?:\.[a-z0-9.-]+)?\s*\"(?P<name>[^\"]+)\"")
+
+
+# --- the request a webhook failed or denied (issue 21: which deadlock family it is) --------------------------------
+# Only the text before the webhook's own message is read: the webhook's URL path is not the request.
+_OWNER_KINDS = {"replicaset": "ReplicaSet", "daemonset": "DaemonSet", "statefulset": "StatefulSet", "job": "Job",
+                "deployment": "Deployment", "pod": "Pod", "pods": "Pod", "leases": "Lease", "lease": "Lease",
+                "nodes": "Node", "node": "Node"}
+_CALLER_KIND = (("replica_set", "ReplicaSet"), ("daemon_controller", "DaemonSet"), ("stateful_set", "StatefulSet"),
+                ("job_controller", "Job"), ("kubelet_node_status", "Node"), ("leaderelection", "Lease"))
+_REQUEST = (
+    # client-go's event recorder: Event(v1.ObjectReference{Kind:"ReplicaSet", Namespace:"default", Name:"x", …
+    re.compile(r'ObjectReference\{Kind:"(?P<kind>\w{1,63})",\s*Namespace:"(?P<ns>[a-z0-9-]{0,63})",\s*Name:"(?P<name>[^"]{0,253})"'),
+    # structured: "Event occurred" object="ns/name" fieldPath="" kind="ReplicaSet"
+    re.compile(r'object="(?P<ns>[a-z0-9-]{1,63})/(?P<name>[^"/]{1,253})"[^\n]{0,300}?kind="(?P<kind>\w{1,63})"'),
+    # an audit event (formats: `audit VERB RESOURCE[.group] "name" namespace=NS`)
+    re.compile(r'^audit\s+\w+\s+(?P<kind>[a-z0-9-]{1,63})(?:\.[\w.-]{0,253})?\s+"(?P<name>[^"]{0,253})"'
+               r'(?:\s+namespace=(?P<ns>[a-z0-9-]{1,63}))?'),
+    # kubectl get events [-A]: [NS] AGE TYPE FailedCreate replicaset/NAME …
+    re.compile(r'(?:^|\n)[\s>`*-]*(?:(?P<ns>[a-z0-9][a-z0-9-]{0,62})\s+)?(?:<unknown>|\d+[smhd][\w()]*)\s+'
+               r'(?:\S+\s+){0,3}?(?:Warning|Normal)\s+FailedCreate\s+(?:\S+\s+){0,2}?'
+               r'(?P<kind>replicaset|daemonset|statefulset|job)(?:\.apps|\.batch)?/(?P<name>[\w.-]{1,253})'),
+    # a controller's sync error: sync "ns/name" failed with … (kind from the caller's file)
+    re.compile(r'[Ss]ync(?:ing)?\s*\\?"(?P<ns>[a-z0-9-]{1,63})/(?P<name>[^"\\/]{1,253})\\?"\s*failed'),
+    # kubectl describe's events: `replicaset-controller  Error creating: …`
+    re.compile(r'(?P<kind>replicaset|daemonset|statefulset|job)-controller\s+Error\s*creating'),
+    re.compile(r'create\s*Pod\s*(?P<name>[\w.-]{1,253})\s*in\s*(?P<kind>StatefulSet)\s'),
+    # kubelet heartbeats: its node Lease, its Node's status; leader election's lock
+    re.compile(r'/namespaces/(?P<ns>[a-z0-9-]{1,63})/(?P<kind>leases|pods)(?:/(?P<name>[\w.-]{1,253}))?'),
+    re.compile(r'(?P<kind>lease)s?\s*(?P<ns>kube-node-lease)'),
+    re.compile(r'to\s*(?:update|ensure|renew)\s*(?:node\s*)?(?P<kind>lease)\b'),
+    re.compile(r'Failed\s*to\s*update\s*(?P<kind>lease)|update\s*(?:the\s*)?(?P<kind2>lock)\b'
+               r'|resource\s*(?P<kind3>lock)\s*(?P<ns>[a-z0-9-]{1,63})/(?P<name>[\w.-]{1,253})'),
+    re.compile(r'(?:Error\s*updating|Unable\s*to\s*update|Unable\s*to\s*register)\s*(?P<kind>node)\b'),
+    # `pods "x" is forbidden`, `leases.coordination.k8s.io "n" is forbidden`
+    re.compile(r'(?P<kind>pods|leases|nodes)(?:\.[\w.-]{1,253})?\s*\\?"(?P<name>[^"\\]{1,253})\\?"\s*is\s*forbidden'),
+)
+
+
+def request_of(before: str, rec: LogRecord | None = None) -> tuple | None:
+    """(namespace, kind, name) of the request whose admission failed, from the text before the webhook's
+    message; any part may be None. Kinds are Pod owners (ReplicaSet, DaemonSet, …), Pod, Lease or Node."""
+    before = before[-1500:]
+    for pat in _REQUEST:
+        m = pat.search(before)
+        if not m:
+            continue
+        g = m.groupdict()
+        raw = g.get("kind") or g.get("kind2") or g.get("kind3")
+        kind = _OWNER_KINDS.get(raw.lower(), raw) if raw else None
+        if raw in ("lock",):
+            kind = "Lease"
+        if kind is None and rec is not None:  # a controller's sync key: its file says which controller
+            caller = rec.caller or ""
+            kind = next((k for f, k in _CALLER_KIND if f in caller), None)
+        if kind is None and g.get("ns") and "ync" in m.group(0):
+            kind = "ReplicaSet" if rec is None or not rec.caller else None
+        ns = g.get("ns") or None
+        if kind == "Lease" and ns is None and re.search(r"node\s*lease|kubelet", before):
+            ns = "kube-node-lease"
+        return ns, kind, g.get("name") or None
+    return None
 
 
 def _before(msg: str, end: int, span: int = 400) -> str:
@@ -279,6 +351,7 @@ def classify(rec: LogRecord) -> list[Event]:
         inner = CALL_FAILED.search(err)
         events.append(_call_event(rec, m["hook"], inner["err"] if inner and inner["err"] else err,
                                   m["mode"], echo=False))
+        events[-1].request = request_of(msg[:m.start()], rec)
         call_hooks.add(m["hook"])
     else:
         for m in CALL_FAILED.finditer(msg):
@@ -294,6 +367,7 @@ def classify(rec: LogRecord) -> list[Event]:
             else:
                 mode, echo = None, False
             ev = _call_event(rec, hook, m["err"] or "", mode, echo)
+            ev.request = request_of(before, rec)
             if mode == "open" and ev.cause is not None and ev.cause.cls == causes.CANCELED:
                 # HandleError after "Context canceled when calling webhook": the caller went away. The
                 # dispatchers log no fail-open for a canceled call and admit nothing (they return a timeout).
@@ -305,14 +379,15 @@ def classify(rec: LogRecord) -> list[Event]:
     if rej:
         d = DENIED.search(rej["detail"])
         events.append(Event("webhook-denied", rec, webhook=rej["hook"], webhook_type="validating",
-                            detail=(d["msg"] if d and d["msg"] else rej["detail"])[:2000]))
+                            detail=(d["msg"] if d and d["msg"] else rej["detail"])[:2000],
+                            request=request_of(msg[:rej.start()], rec)))
     else:
         for d in DENIED.finditer(msg):
             if DRY_RUN.search(msg):
                 break
             events.append(Event("webhook-denied", rec, webhook=d["hook"], webhook_type=vendors.guess_type(d["hook"]),
                                 detail=(d["msg"] or "without explanation")[:2000],
-                                target=_denied_target(msg[:d.start()])))
+                                target=_denied_target(msg[:d.start()]), request=request_of(msg[:d.start()], rec)))
             break
 
     m = CANCELED.search(msg)
@@ -368,6 +443,17 @@ def classify(rec: LogRecord) -> list[Event]:
                 events.append(Event("bootstrap-" + what, rec, obj=obj, hook=obj.hook))
                 break
 
+    m = CONVERSION.search(msg) if "onversion" in msg else None
+    if m:
+        url, svc, cause_text = _url_parts(m["err"])
+        cause = causes.classify(cause_text if url else m["err"])
+        if svc is None and cause.service:
+            svc = cause.service
+        c = _CONVERSION_CRD.search(msg[:m.start()])
+        crd = (c["crd"] or f'{c["plural"]}.{c["group"]}') if c else None
+        events.append(Event("conversion-failed", rec, url=url, service=svc, cause=cause,
+                            detail=f'{m["gv"]}, Kind={m["kind"]}', hook=crd))
+
     m = LEADER.search(msg)
     if m:
         lease = m["lease"] or m["lease2"]
@@ -376,8 +462,15 @@ def classify(rec: LogRecord) -> list[Event]:
         events.append(Event("config-named", rec, webhook=m["hook"], detail=m["cfg"], webhook_type="mutating"))
     m = TRACE_CONFIG.search(msg) if "Call" in msg else None
     if m:
-        events.append(Event("config-named", rec, webhook=m["hook"], detail=m["cfg"], webhook_type=m["type"]))
+        r = _TRACE_RESOURCE.search(msg, m.end())
+        events.append(Event("config-named", rec, webhook=m["hook"], detail=m["cfg"], webhook_type=m["type"],
+                            request=(None, _OWNER_KINDS.get(r["res"], r["res"]), None) if r else None))
     return events
+
+
+# The resource a slow webhook call's trace names: `resource:coordination.k8s.io/v1, Resource=leases`.
+_TRACE_RESOURCE = re.compile(r"resource[:=]\s*\S*,?\s*Resource=(?P<res>[a-z0-9-]{1,63})")
+
 
 
 # Exposed for the test that every pattern is reachable through an anchor.
