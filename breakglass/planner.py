@@ -129,14 +129,38 @@ def probe(a: Access, timeout: float = 3.0) -> dict[str, Probe]:
         return {name: f.result() for name, f in futures.items()}
 
 
-def options(probes: dict[str, Probe], have_targets: bool = True) -> list[Option]:
-    """The ways out, in order, each available or not with the reason."""
+# The order of the ways out for each deadlock family (diagnose's Finding.deadlock / Verdict.family), least invasive
+# first. Self-dependency and lease starvation: the apiserver answers, and excluding the backend's namespace (or
+# Leases and Nodes) through it is often enough. Conversion: the admission flag does not switch a CRD's conversion
+# webhook off, so it is never offered; etcd (the CRD's conversion strategy) only with the apiserver down.
+ORDER = {
+    None: ("kubeapi", "talos", "kubeadm", "etcd"),
+    "bootstrap": ("kubeapi", "talos", "kubeadm", "etcd"),
+    "self-dependency": ("kubeapi", "talos", "kubeadm", "etcd"),
+    "node-lease": ("kubeapi", "talos", "kubeadm", "etcd"),
+    "conversion": ("kubeapi", "etcd"),
+}
+NOT_FOR = {"conversion": {"talos": "--disable-admission-plugins does not switch a CRD's conversion webhook off",
+                          "kubeadm": "--disable-admission-plugins does not switch a CRD's conversion webhook off"}}
+
+
+def order_for(family: str | None) -> tuple[str, ...]:
+    return ORDER.get(family, ORDER[None])
+
+
+def options(probes: dict[str, Probe], have_targets: bool = True, family: str | None = None) -> list[Option]:
+    """The ways out, in the order the deadlock family calls for, each available or not with the reason (a way
+    that cannot work for the family, such as the admission flag for a conversion webhook, is listed last,
+    unavailable, with why)."""
     needs = {"kubeapi": "apiserver", "talos": "talos", "kubeadm": "ssh", "etcd": "etcd"}
     out = []
-    for method in ("kubeapi", "talos", "kubeadm", "etcd"):
+    order = order_for(family)
+    for method in order + tuple(m for m in ("kubeapi", "talos", "kubeadm", "etcd") if m not in order):
         p = probes.get(needs[method])
         summary, tradeoff = TRADEOFFS[method]
-        if p is None:
+        if method in NOT_FOR.get(family or "", {}):
+            out.append(Option(method, False, summary, tradeoff, NOT_FOR[family][method]))
+        elif p is None:
             out.append(Option(method, False, summary, tradeoff, f"no {needs[method]} access given"))
         elif not p.reachable:
             out.append(Option(method, False, summary, tradeoff, p.detail))

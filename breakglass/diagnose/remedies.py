@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import shlex
 
-from breakglass.diagnose.model import CRITICAL, INFO, Finding, RemedyOption
+from breakglass.diagnose.model import (
+    BOOTSTRAP, CONVERSION, CRITICAL, INFO, NODE_LEASE, SELF_DEPENDENCY, Finding, RemedyOption,
+)
 
 PLUGIN_BY_TYPE = {
     "validating": "ValidatingAdmissionWebhook",
@@ -53,11 +55,80 @@ def _targets(findings: list[Finding]) -> list[dict]:
     return out
 
 
+def _conversion_options(findings: list[Finding]) -> list[RemedyOption]:
+    """Ways out of a conversion webhook that is down. Never the admission flag: conversion is not admission."""
+    kinds = sorted({k for f in findings for k in f.crds})
+    named = sorted({n for f in findings for n in f.blocked if n})
+    services = sorted({f.service for f in findings if f.service})
+    look = []
+    for k in kinds:
+        kind = k.rpartition("Kind=")[2]
+        look.append(f"kubectl get crd -o custom-columns=NAME:.metadata.name,KIND:.spec.names.kind,"
+                    f"STORED:.status.storedVersions,STRATEGY:.spec.conversion.strategy | grep -w {shlex.quote(kind)}")
+    crds = [shlex.quote(n) for n in named] or ["CRD_NAME"]
+    patch = []
+    for n in crds:
+        patch.append(f"kubectl get crd {n} -o yaml > backup-crd-{n.strip(chr(39))}.yaml")
+        patch.append(f"kubectl patch crd {n} --type=merge -p '{{\"spec\":{{\"conversion\":{{\"strategy\":\"None\"}}}}}}'")
+    backend = [f"kubectl -n {shlex.quote(s.partition('/')[0])} get pods,endpoints   # the conversion backend "
+               f"{shlex.quote(s)}" for s in services]
+    return [
+        RemedyOption(
+            method="kubeapi", order=1, applicable="yes", family=CONVERSION,
+            summary=("Bring the conversion webhook's backend back (its pods, Service and endpoints); it is what "
+                     "every read and write of the resource waits for."),
+            tradeoff="Nothing changes in the CRD; only possible when the backend can run.",
+            targets=[{"kind": "crd", "crd": k} for k in kinds], manual=backend or look),
+        RemedyOption(
+            method="kubeapi", order=2, applicable="maybe", family=CONVERSION,
+            summary=("Set the CRD's spec.conversion.strategy to None through the apiserver, only when its "
+                     "status.storedVersions allow it (one stored version, or versions with the same schema): the "
+                     "apiserver then only rewrites apiVersion, without calling the webhook."),
+            tradeoff=("Objects stored in another schema are served unconverted (wrong fields) if storedVersions do "
+                      "not allow it; restore strategy Webhook once the backend answers. --disable-admission-plugins "
+                      "does not switch conversion off."),
+            targets=[{"kind": "crd", "crd": k} for k in kinds], manual=look + patch),
+        RemedyOption(
+            method="etcd", order=3, applicable="maybe", family=CONVERSION,
+            summary=("With the apiserver down: the same field of the CRD in etcd "
+                     "(/registry/apiextensions.k8s.io/customresourcedefinitions/NAME), after a verified backup. "
+                     "breakglass does not rewrite CRDs in etcd itself."),
+            tradeoff="Bypasses the apiserver, its validation and audit; the stored CRD is usually protobuf.",
+            targets=[{"kind": "crd", "crd": k} for k in kinds],
+            manual=[f"etcdctl get /registry/apiextensions.k8s.io/customresourcedefinitions/{n} -w json > "
+                    f"backup-crd-{n.strip(chr(39))}.json" for n in crds]),
+    ]
+
+
+def _family_manual(findings: list[Finding], targets: list[dict]) -> list[str]:
+    """kubeapi commands that keep the deadlock family's objects away from the webhook, before any bypass."""
+    out: list[str] = []
+    for f in findings:
+        resource = {"mutating": "mutatingwebhookconfiguration"}.get(f.webhook_type or "", "validatingwebhookconfiguration")
+        cfg = shlex.quote(f.configuration) if f.configuration else "<configuration>"
+        if f.deadlock == SELF_DEPENDENCY:
+            ns = (f.service or "").partition("/")[0] or "<backend namespace>"
+            out.append(f"# exclude {ns} from {f.webhook} (merge with any namespaceSelector it already has; i = the "
+                       f"webhook's index in the configuration)")
+            out.append(f"kubectl patch {resource} {cfg} --type=json -p '[{{\"op\":\"add\",\"path\":"
+                       f"\"/webhooks/i/namespaceSelector\",\"value\":{{\"matchExpressions\":[{{\"key\":"
+                       f"\"kubernetes.io/metadata.name\",\"operator\":\"NotIn\",\"values\":[\"{ns}\"]}}]}}}}]'")
+        elif f.deadlock == NODE_LEASE and f.webhook:
+            out.append(f"# keep Leases and Nodes away from {f.webhook}: a matchCondition (i = the webhook's index)")
+            out.append(f"kubectl patch {resource} {cfg} --type=json -p '[{{\"op\":\"add\",\"path\":"
+                       f"\"/webhooks/i/matchConditions/-\",\"value\":{{\"name\":\"breakglass-not-leases-nodes\","
+                       f"\"expression\":\"!(request.resource.resource in [\\\"leases\\\", \\\"nodes\\\"])\"}}}}]'")
+    return out
+
+
 def options(findings: list[Finding]) -> list[RemedyOption]:
-    culprits = [f for f in findings if (f.webhook or f.policy) and f.mode in ("closed", "deny") and f.severity != INFO]
+    conv = [f for f in findings if f.deadlock == CONVERSION and f.severity != INFO]
+    culprits = [f for f in findings if (f.webhook or f.policy) and f.mode in ("closed", "deny") and f.severity != INFO
+                and f.deadlock != CONVERSION]
     if not culprits:
-        return []
-    stuck = any(f.bootstrap_deadlock or f.severity == CRITICAL for f in findings)
+        return _conversion_options(conv) if conv else []
+    stuck = any(f.bootstrap_deadlock or (f.severity == CRITICAL and f.deadlock in (None, BOOTSTRAP))
+                for f in findings)
     fatal = any(f.family == "bootstrap-stuck" and "exits" in f.title for f in findings)
     plugins = _plugins(culprits)
     targets = _targets(culprits)
@@ -65,7 +136,7 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
     flag = ",".join(plugins)
     opts: list[RemedyOption] = []
 
-    kube_manual = []
+    kube_manual = _family_manual(culprits, targets)
     for t in targets:
         resource = {"validating": "validatingwebhookconfiguration", "mutating": "mutatingwebhookconfiguration",
                     "vapbinding": "validatingadmissionpolicybinding"}[t["kind"]]
@@ -79,7 +150,10 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
     opts.append(RemedyOption(
         method="kubeapi", order=1,
         applicable="no" if fatal else ("maybe" if stuck else "yes"),
-        summary=("Patch failurePolicy to Ignore, or delete the configuration, through the apiserver. Webhook "
+        summary=(("Exclude what the webhook must not block (its backend's namespace; Leases and Nodes) through "
+                  "the apiserver first: often enough, and the webhook keeps guarding the rest. Else p"
+                  if any(f.deadlock in (SELF_DEPENDENCY, NODE_LEASE) for f in culprits) else "P") +
+                 "atch failurePolicy to Ignore, or delete the configuration, through the apiserver. Webhook "
                  "configurations are never themselves sent to webhooks, so this works whenever the apiserver "
                  "answers at all" + (" (point kubeconfig at one control-plane node directly: a not-ready "
                                      "apiserver still serves, but load balancers drop it)." if stuck else ".")),
@@ -121,4 +195,7 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
         targets=named, manual=etcd_manual or [
             "# the configuration name is not in the logs: list what etcd holds, webhooks and all",
             "breakglass webhooks --etcd-endpoints https://127.0.0.1:2379 --etcd-cacert ... --etcd-cert ... --etcd-key ..."]))
+    if conv:  # the flag options above are for the admission webhooks only; conversion has its own ways out
+        opts += [RemedyOption(o.method, len(opts) + i, o.applicable, o.summary, o.tradeoff, o.plugins, o.targets,
+                              o.manual, o.family) for i, o in enumerate(_conversion_options(conv), 1)]
     return opts
