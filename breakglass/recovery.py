@@ -30,10 +30,12 @@ class EtcdTarget:
         return Etcd(self.settings, tuple(sources.etcd_prefixes(self.prefix).values()))
 
 
-def plan_etcd(target: EtcdTarget, refs: list[str], kinds: list[str] | None = None) -> tuple[EtcdDelete, list[Step]]:
+def plan_etcd(target: EtcdTarget, refs: list[str], kinds: list[str] | None = None,
+              take_all: bool = False) -> tuple[EtcdDelete, list[Step]]:
+    """``refs``: configurations (NAME, kind/NAME, etcd key) or webhooks (webhook:NAME, found in etcd)."""
     if not refs:
-        raise BadInput("name at least one configuration with --webhook-config")
-    remedy = EtcdDelete(target.connect(), refs, kinds, target.prefix)
+        raise BadInput("name at least one configuration with --webhook-config (or a webhook: -w webhook:NAME)")
+    remedy = EtcdDelete(target.connect(), refs, kinds, target.prefix, take_all)
     return remedy, remedy.plan()
 
 
@@ -129,14 +131,14 @@ def plan_k3s(distro: str, nodes: dict, config: str | None, dropin_dir: str | Non
 
 
 def plan_kubeapi(kubeconfig: str | None, context: str | None, refs: list[str], kinds: list[str] | None,
-                 action: str, webhooks: list[str], timeout: float = 10.0):
+                 action: str, webhooks: list[str], timeout: float = 10.0, take_all: bool = False):
     from breakglass.access import kubeapi  # noqa: PLC0415
     from breakglass.remedies.kubeapi_patch import KubeapiPatch  # noqa: PLC0415
     from breakglass.remedies.etcd_delete import kind_of  # noqa: PLC0415
 
     api = kubeapi.connect(kubeconfig, context, timeout)
     remedy = KubeapiPatch(api, refs, [kind_of(k) for k in kinds] if kinds else None, action, webhooks,
-                          kubeconfig, context)
+                          kubeconfig, context, take_all)
     return remedy, remedy.plan()
 
 

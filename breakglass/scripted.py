@@ -125,12 +125,20 @@ def _diagnosis_remedies(path: str) -> list[dict]:
 
 
 def targets_from_diagnosis(path: str | None) -> list[str]:
-    """The configurations the diagnosis names (from `breakglass diagnose -o json`)."""
+    """What the diagnosis (`breakglass diagnose -o json`) says to act on, as -w references: a configuration the
+    log itself named; otherwise the webhook, as ``webhook:NAME``, so the configuration holding it is read from
+    the cluster (etcd or the API) rather than guessed from a vendor's naming convention."""
     if not path:
         return []
     try:
-        return [f"{t['kind']}/{t['configuration']}" for r in _diagnosis_remedies(path) if r.get("method") == "etcd"
-                for t in r.get("targets") or [] if t.get("configuration")]
+        refs = []
+        for r in _diagnosis_remedies(path):  # every way out lists the culprits it knows (etcd: named ones only)
+            for t in r.get("targets") or []:
+                if t.get("configuration") and (t.get("configuration_source") == "log" or not t.get("webhook")):
+                    refs.append(f"{t['kind']}/{t['configuration']}")
+                elif t.get("webhook"):
+                    refs.append(f"webhook:{t['webhook']}")
+        return list(dict.fromkeys(refs))
     except (KeyError, TypeError, AttributeError) as e:
         raise BadInput(f"{path}: not the JSON output of `breakglass diagnose` ({e})") from None
 

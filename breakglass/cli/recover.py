@@ -80,7 +80,8 @@ def recover(
         help="Probe what is reachable and take the first viable way out (still needs --yes to change anything).")]
     = False,
     webhook_config: Annotated[Optional[List[str]], typer.Option(
-        "--webhook-config", "-w", help="Configuration to remove: NAME, kind/NAME, or its etcd key. Repeatable.",
+        "--webhook-config", "-w", help="Configuration to act on: NAME, kind/NAME, its etcd key, or webhook:NAME "
+        "(the configuration(s) defining that webhook, read from the cluster). Repeatable.",
         show_default=False)] = None,
     kind: Annotated[Optional[List[str]], typer.Option(
         help="Limit NAME lookups to these kinds: validating, mutating, vap, vapbinding, map, mapbinding.",
@@ -137,7 +138,9 @@ def recover(
         help="kubeapi: ignore (failurePolicy Ignore), exclude (add the audit's matchConditions) or delete.")]
     = Action.ignore,
     webhook: Annotated[Optional[List[str]], typer.Option(
-        help="kubeapi: only these webhooks of the configuration (default: all).", show_default=False)] = None,
+        help="A webhook's name, as the log says it: the configuration(s) that define it are read from etcd or "
+             "the API (the same as -w webhook:NAME). kubeapi with -w: only these webhooks of the configuration.",
+        show_default=False)] = None,
     kubeconfig: KubeconfigOpt = None, context: ContextOpt = None,
     state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
@@ -206,21 +209,27 @@ def recover(
         if method in (Method.k3s, Method.rke2):
             return _recover_k3s()
         if method is Method.kubeapi:
+            # --webhook alone: the configurations defining those webhooks (a webhook's name is what the log says)
             remedy, steps = _plan_or_done(lambda: recovery.plan_kubeapi(
                 kubeconfig, context, list(webhook_config or []), list(kind or []) or None, action.value,
-                _split(webhook), timeout or 10.0))
+                _split(webhook), timeout or 10.0, yes))
             for note in remedy.notes:
                 print(f"note: {note}", file=sys.stderr)
             return _carry_out(remedy, steps, f"Apply {len(steps)} change(s) through the API?",
-                              {"refs": list(webhook_config or []), "action": action.value},
+                              {"refs": _refs(), "action": action.value},
                               ready=(lambda: [remedy.api.readyz()]) if wait else None)
         ssh_opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
         target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
                               etcd_via_ssh, ssh_opts, etcd_user, etcd_password)
-        remedy, steps = _plan_or_done(lambda: recovery.plan_etcd(target, list(webhook_config or []),
-                                                                 list(kind or []) or None))
+        remedy, steps = _plan_or_done(lambda: recovery.plan_etcd(target, _refs(), list(kind or []) or None, yes))
+        for note in remedy.notes:
+            print(f"note: {note}", file=sys.stderr)
         return _carry_out(remedy, steps, f"Delete {len(steps)} key(s) from etcd?",
-                          {"refs": list(webhook_config or [])}, snapshot_path=snapshot)
+                          {"refs": _refs()}, snapshot_path=snapshot)
+
+    def _refs() -> list[str]:
+        """What to act on: -w references, else the --webhook names (webhook:NAME, resolved in the cluster)."""
+        return list(webhook_config or []) or [f"webhook:{w}" for w in _split(webhook)]
 
     def _plan_or_done(plan):
         """Plan; a name that is gone because an earlier run (applied, not reverted) removed it is not an error:
@@ -231,7 +240,7 @@ def recover(
         try:
             return plan()
         except BadInput:
-            done = recovery.applied_by(state_dir, method.value, list(webhook_config or []))
+            done = recovery.applied_by(state_dir, method.value, _refs())
             if done is None:
                 raise
             raise AlreadyDone(f"already applied by run {done.run} ({done.status}, not reverted): "

@@ -19,7 +19,7 @@ from breakglass.access.etcd import KV, Etcd
 from breakglass.errors import BadInput, PreconditionFailed
 from breakglass.journal import Run
 from breakglass.remedies.base import ALREADY, CONFLICT, NOT_APPLIED, RESTORED, RevertOutcome, Step
-from breakglass.webhooks import codec, model, sources
+from breakglass.webhooks import codec, model, resolve, sources
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 KIND_ALIASES = {
@@ -82,21 +82,38 @@ class EtcdDelete:
     method = "etcd"
 
     def __init__(self, etcd: Etcd, refs: list[str] = (), kinds: list[str] | None = None,
-                 prefix: str = sources.DEFAULT_ETCD_PREFIX) -> None:
+                 prefix: str = sources.DEFAULT_ETCD_PREFIX, take_all: bool = False) -> None:
         self.etcd = etcd
         self.refs = list(refs)
         self.kinds = [kind_of(k) for k in kinds] if kinds else None
         self.prefix = prefix
+        self.take_all = take_all  # a webhook defined in several configurations: all, if they fail together
+        self.notes: list[str] = []
+        self.held: dict[str, str] = {}  # kind/NAME -> the webhook name that led to it (webhook:NAME references)
 
     def describe_target(self) -> dict:
         # the way back to etcd (through SSH: the route, not the forward port); a user's name, never a password
         return {**self.etcd.settings.journal_target(), "etcd_prefix": self.prefix}
 
     # -- plan ------------------------------------------------------------------------------------
+    def _webhook_refs(self) -> list[str]:
+        """``webhook:NAME`` references replaced by the configurations that define that webhook in this etcd."""
+        refs, hooks = resolve.webhook_names(self.refs)
+        if not hooks:
+            return refs
+        inv = sources.load_etcd(self.etcd, self.prefix)
+        for hook in hooks:
+            for m in resolve.choose(hook, resolve.find(inv.configs, hook, "etcd", self.kinds), self.take_all):
+                refs.append(m.ref)
+                self.held[m.ref] = hook
+                self.notes.append(f"webhook {hook} is in {m.ref} (read from etcd)"
+                                  + (f"; {m.owner}, which may recreate it" if m.owner else ""))
+        return refs
+
     def resolve(self) -> list[tuple[Target, KV]]:
         found: list[tuple[Target, KV]] = []
         seen: set[bytes] = set()
-        for ref in self.refs:
+        for ref in self._webhook_refs():
             kind, name = parse_ref(ref, None, self.prefix)
             candidates = [kind] if kind else (self.kinds or list(DEFAULT_KINDS))
             hits = []
@@ -139,9 +156,11 @@ class EtcdDelete:
             desc = _describe_value(kv.value)
             diff = (f"--- etcd {t.key.decode()} (mod_revision {kv.mod_revision}, {len(kv.value)} bytes{desc})\n"
                     f"+++ (deleted)\n")
+            hook = self.held.get(f"{t.kind}/{t.name}")
             steps.append(Step(
                 id=f"s{i}", target=t.key.decode(), action="delete",
-                summary=f"delete {model.KIND_NAME[t.kind]} {t.name} from etcd",
+                summary=f"delete {model.KIND_NAME[t.kind]} {t.name} from etcd"
+                        + (f" (it holds webhook {hook})" if hook else ""),
                 diff=diff,
                 data={"kind": t.kind, "name": t.name, "key_b64": base64.b64encode(t.key).decode(),
                       "mod_revision": kv.mod_revision, "create_revision": kv.create_revision,

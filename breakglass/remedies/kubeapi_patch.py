@@ -23,7 +23,7 @@ from breakglass.errors import BadInput, PreconditionFailed
 from breakglass.journal import Run
 from breakglass.remedies.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
 from breakglass.remedies.etcd_delete import parse_ref
-from breakglass.webhooks import audit, model
+from breakglass.webhooks import audit, model, resolve, sources
 
 API = "/apis/admissionregistration.k8s.io/v1/"
 ACTIONS = ("ignore", "exclude", "delete")
@@ -49,18 +49,20 @@ def _content(obj: dict) -> dict:
 
 
 def operator_note(obj: dict) -> str | None:
+    """Who may recreate or overwrite this configuration: what the object says first (a Helm release, an owner, a
+    managing tool), the vendor's convention only when it says nothing, with that vendor's advice either way."""
     meta = obj.get("metadata") or {}
-    hooks = [w.get("name", "") for w in obj.get("webhooks") or []]
+    hooks = [w.get("name", "") for w in obj.get("webhooks") or [] if isinstance(w, dict)]
     hint = next((vendors.hint_for(h) for h in hooks if vendors.hint_for(h)), None) or \
         vendors.hint_for_configuration(meta.get("name", ""), meta.get("labels") or {})
-    owners = [f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or []]
-    managed = (meta.get("labels") or {}).get("app.kubernetes.io/managed-by")
+    try:
+        owner = resolve.owner_of(model.from_json(obj, "api"))
+    except BadInput:
+        owner = None
+    if owner:
+        return f"{owner} may recreate or overwrite it" + (f"; {hint.vendor}: {hint.managed_note}" if hint else "")
     if hint:
         return f"{hint.vendor} manages this configuration and may recreate or overwrite it: {hint.managed_note}"
-    if owners:
-        return f"owned by {', '.join(owners)}, which may recreate or overwrite it"
-    if managed:
-        return f"managed by {managed} (app.kubernetes.io/managed-by), which may recreate or overwrite it"
     return None
 
 
@@ -68,7 +70,8 @@ class KubeapiPatch:
     method = "kubeapi"
 
     def __init__(self, api, refs: list[str] = (), kinds: list[str] | None = None, action: str = "ignore",
-                 webhooks: list[str] = (), kubeconfig: str | None = None, context: str | None = None) -> None:
+                 webhooks: list[str] = (), kubeconfig: str | None = None, context: str | None = None,
+                 take_all: bool = False) -> None:
         if action not in ACTIONS:
             raise BadInput(f"unknown action {action!r} (use {', '.join(ACTIONS)})")
         self.api, self.refs, self.action = api, list(refs), action
@@ -76,6 +79,7 @@ class KubeapiPatch:
         self.webhooks = list(webhooks)
         self.kubeconfig, self.context = kubeconfig, context
         self.notes: list[str] = []
+        self.take_all = take_all  # a webhook defined in several configurations: all, if they fail together
 
     def describe_target(self) -> dict:
         return {"apiserver": self.api.host, "kubeconfig": self.kubeconfig, "context": self.context,
@@ -93,11 +97,29 @@ class KubeapiPatch:
         return doc
 
     # -- plan --------------------------------------------------------------------------------------
+    def _webhook_refs(self) -> list[str]:
+        """``webhook:NAME`` references (and ``--webhook`` names with no configuration named) replaced by the
+        configurations that define that webhook, as the apiserver lists them."""
+        refs, hooks = resolve.webhook_names(self.refs)
+        if not refs and not hooks:
+            hooks = list(self.webhooks)
+        if not hooks:
+            return refs
+        inv = sources.load_api_with(self.api, (model.VALIDATING, model.MUTATING))
+        for hook in hooks:
+            for m in resolve.choose(hook, resolve.find(inv.configs, hook, "api", self.kinds), self.take_all):
+                refs.append(m.ref)
+                if hook not in self.webhooks:
+                    self.webhooks.append(hook)  # ignore or exclude this webhook only, not its neighbours
+                self.notes.append(f"webhook {hook} is in {m.ref} (read from the API)")
+        return refs
+
     def plan(self) -> list[Step]:
-        if not self.refs:
-            raise BadInput("name at least one configuration with --webhook-config")
+        refs = self._webhook_refs()
+        if not refs:
+            raise BadInput("name at least one configuration with --webhook-config (or a webhook: -w webhook:NAME)")
         steps = []
-        for ref in self.refs:
+        for ref in refs:
             kind, name = parse_ref(ref, None, "/registry")
             kinds = [kind] if kind else ([k for k in (self.kinds or KINDS)])
             found = [(k, o) for k in kinds if (o := self._get(k, name)) is not None]

@@ -154,9 +154,15 @@ _API_PATHS = {
 def load_api(kubeconfig: str | None = None, context: str | None = None, timeout: float = 10.0) -> Inventory:
     from breakglass.access import kubeapi  # noqa: PLC0415 - pulls in the kubernetes client
 
+    return load_api_with(kubeapi.connect(kubeconfig, context, timeout))
+
+
+def load_api_with(api, kinds: tuple[str, ...] | None = None) -> Inventory:
+    """Every admission configuration (of ``kinds``) through an ``access.kubeapi`` client already connected."""
     inv = Inventory()
-    api = kubeapi.connect(kubeconfig, context, timeout)
     for kind, paths in _API_PATHS.items():
+        if kinds is not None and kind not in kinds:
+            continue
         for path in paths:
             status, body = api.get(path)
             if status == 404:

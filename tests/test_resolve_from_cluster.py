@@ -1,0 +1,151 @@
+"""Issue 20: the configuration behind a webhook a log names is read from the cluster, not guessed.
+
+A real etcd holds configurations whose names follow no vendor convention (one webhook name defined by two
+configurations that call the same backend, another by two that call different backends); `recover --auto
+--diagnosis` and `recover --webhook` must act on the right key, say where the mapping came from and who owns it,
+and refuse an ambiguous name unless the engineer says which (or --yes, when the configurations fail together).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from breakglass.webhooks import codec, model, resolve, sources
+from tests import etcd_server as es
+from tests import logbuild as lb
+from tests.conftest import run_cli
+
+CORP = "validate.policy.corp.example.com"
+SHARED = "audit.corp.example.com"
+SPLIT = "x.corp.example.com"
+
+
+def _cfg(name: str, hooks: list[tuple[str, str]], kind: str = "ValidatingWebhookConfiguration",
+         meta: dict | None = None) -> dict:
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+            "metadata": {"name": name, **(meta or {})},
+            "webhooks": [{"name": h, "clientConfig": {"service": {"namespace": svc.split("/")[0],
+                                                                  "name": svc.split("/")[1], "port": 443}},
+                          "rules": [{"operations": ["CREATE"], "apiGroups": ["*"], "apiVersions": ["*"],
+                                     "resources": ["*"]}],
+                          "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"]}
+                         for h, svc in hooks]}
+
+
+HELM = {"labels": {"app.kubernetes.io/managed-by": "Helm"},
+        "annotations": {"meta.helm.sh/release-name": "policy", "meta.helm.sh/release-namespace": "corp"}}
+CONFIGS = [
+    _cfg("corp-policy-hooks", [("other.corp.example.com", "corp/other"), (CORP, "corp/policy")], meta=HELM),
+    _cfg("audit-a", [(SHARED, "corp/audit")]),
+    _cfg("audit-b", [(SHARED, "corp/audit")], kind="MutatingWebhookConfiguration"),
+    _cfg("split-a", [(SPLIT, "corp/one")]),
+    _cfg("split-b", [(SPLIT, "corp/two")]),
+    _cfg("kyverno-resource-validating-webhook-cfg", [("validate.kyverno.svc-fail", "kyverno/kyverno-svc")]),
+]
+
+
+def _key(obj: dict) -> bytes:
+    kind = "validating" if obj["kind"].startswith("Validating") else "mutating"
+    return sources.etcd_key(kind, obj["metadata"]["name"])
+
+
+@pytest.fixture
+def cluster(etcd_clean):
+    c = es.raw_client(etcd_clean)
+    es.put_many(c, [(_key(o), codec.encode_value(o)) for o in CONFIGS])
+    c.close()
+    return etcd_clean
+
+
+def _keys(srv) -> set[bytes]:
+    c = es.raw_client(srv)
+    try:
+        return {m.key for _, m in c.get_prefix(b"/registry/")}
+    finally:
+        c.close()
+
+
+def _cli(srv, tmp_path, *args):
+    return run_cli(*args, "--etcd-endpoints", srv.endpoint, env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")})
+
+
+def _diagnosis(tmp_path, hook: str, url: str) -> str:
+    log = tmp_path / "apiserver.log"
+    log.write_text(lb.klog(lb.fail_closed(hook, "dial tcp 10.96.0.50:443: connect: connection refused", url=url),
+                           "W") + "\n")
+    out = run_cli("diagnose", str(log), "-o", "json")
+    assert out.returncode == 3, out.stderr
+    doc = json.loads(out.stdout)
+    assert not any(t.get("configuration") for r in doc["result"]["remedies"] for t in r.get("targets") or []), \
+        "the log names no configuration: breakglass must not know it yet"
+    path = tmp_path / "diag.json"
+    path.write_bytes(out.stdout)
+    return str(path)
+
+
+def test_auto_from_a_diagnosis_finds_the_configuration_in_etcd(cluster, tmp_path):
+    diag = _diagnosis(tmp_path, CORP, "https://policy.corp.svc:443/validate?timeout=10s")
+    dry = _cli(cluster, tmp_path, "recover", "--auto", "--diagnosis", diag, "--dry-run", "-o", "json")
+    assert dry.returncode == 0, dry.stderr
+    doc = json.loads(dry.stdout)
+    steps = doc["result"]["steps"]
+    assert [s["target"] for s in steps] == ["/registry/validatingwebhookconfigurations/corp-policy-hooks"]
+    assert CORP in steps[0]["summary"]
+    assert b"read from etcd" in dry.stderr and b"Helm release corp/policy" in dry.stderr
+    before = _keys(cluster)
+    done = _cli(cluster, tmp_path, "recover", "--auto", "--diagnosis", diag, "--yes")
+    assert done.returncode == 0, done.stderr
+    assert before - _keys(cluster) == {b"/registry/validatingwebhookconfigurations/corp-policy-hooks"}
+    back = _cli(cluster, tmp_path, "revert", "--yes")
+    assert back.returncode == 0, back.stderr
+    assert _keys(cluster) == before
+
+
+def test_webhook_option_and_reference_resolve_the_same(cluster, tmp_path):
+    a = _cli(cluster, tmp_path, "recover", "--method", "etcd", "--webhook", CORP, "--dry-run", "-o", "json")
+    b = _cli(cluster, tmp_path, "recover", "--method", "etcd", "-w", f"webhook:{CORP}", "--dry-run", "-o", "json")
+    assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+    assert json.loads(a.stdout)["result"]["steps"] == json.loads(b.stdout)["result"]["steps"]
+
+
+def test_a_name_in_two_configurations_that_fail_together(cluster, tmp_path):
+    asked = _cli(cluster, tmp_path, "recover", "--method", "etcd", "--webhook", SHARED, "--dry-run")
+    assert asked.returncode == 2
+    err = asked.stderr.decode()
+    assert "validating/audit-a" in err and "mutating/audit-b" in err and "-w" in err
+    both = _cli(cluster, tmp_path, "recover", "--method", "etcd", "--webhook", SHARED, "--dry-run", "--yes",
+                "-o", "json")
+    assert both.returncode == 0, both.stderr
+    assert sorted(s["target"] for s in json.loads(both.stdout)["result"]["steps"]) == [
+        "/registry/mutatingwebhookconfigurations/audit-b", "/registry/validatingwebhookconfigurations/audit-a"]
+
+
+def test_a_name_in_two_configurations_with_different_backends_is_never_taken_whole(cluster, tmp_path):
+    before = _keys(cluster)
+    out = _cli(cluster, tmp_path, "recover", "--method", "etcd", "--webhook", SPLIT, "--yes")
+    assert out.returncode == 2 and b"different backends" in out.stderr
+    assert _keys(cluster) == before
+    one = _cli(cluster, tmp_path, "recover", "--method", "etcd", "-w", "validating/split-b", "--dry-run", "-o", "json")
+    assert [s["target"] for s in json.loads(one.stdout)["result"]["steps"]] == [
+        "/registry/validatingwebhookconfigurations/split-b"]
+
+
+def test_a_webhook_no_configuration_defines(cluster, tmp_path):
+    before = _keys(cluster)
+    out = _cli(cluster, tmp_path, "recover", "--method", "etcd", "--webhook", "nobody.example.com", "--yes")
+    assert out.returncode == 2 and b"no webhook configuration defines a webhook named" in out.stderr
+    assert _keys(cluster) == before
+
+
+def test_owner_comes_from_the_object_before_any_vendor_table():
+    helm = model.from_json(CONFIGS[0], "t")
+    assert resolve.owner_of(helm) == "Helm release corp/policy (meta.helm.sh annotations)"
+    owned = model.from_json(_cfg("o", [("a.b", "x/y")], meta={"ownerReferences": [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "operator", "uid": "1"}]}), "t")
+    assert resolve.owner_of(owned) == "owned by Deployment/operator (ownerReferences)"
+    labelled = model.from_json(_cfg("l", [("a.b", "x/y")], meta={"labels": {
+        "app.kubernetes.io/part-of": "corp-policy", "app.kubernetes.io/instance": "prod"}}), "t")
+    assert resolve.owner_of(labelled) == "part of corp-policy, instance prod (app.kubernetes.io labels)"
+    assert resolve.owner_of(model.from_json(CONFIGS[1], "t")) is None
