@@ -29,6 +29,17 @@ class EtcdTarget:
     def connect(self) -> Etcd:
         return Etcd(self.settings, tuple(sources.etcd_prefixes(self.prefix).values()))
 
+    def backend(self, service: str):
+        """Ready endpoints behind Service NAMESPACE/NAME, read from this etcd (the apiserver may be down)."""
+        from breakglass.webhooks import backend  # noqa: PLC0415
+
+        ns, name = service.split("/", 1)
+        etcd = Etcd(self.settings, backend.etcd_prefixes(ns, self.prefix))
+        try:
+            return backend.from_etcd(etcd, ns, name, self.prefix)
+        finally:
+            etcd.close()
+
 
 def plan_etcd(target: EtcdTarget, refs: list[str], kinds: list[str] | None = None,
               take_all: bool = False) -> tuple[EtcdDelete, list[Step]]:

@@ -99,8 +99,9 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
     p.say(render.run_result(res))
     _wait_ready(p, access, "after the change")
     p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
-          "present (kubectl -n NAMESPACE get endpoints SERVICE).")
-    _check_backends(p, access, sorted({f.service for f in (diag.findings if diag else []) if f.service}))
+          "present (kubectl -n NAMESPACE get endpointslices -l kubernetes.io/service-name=SERVICE).")
+    _check_backends(p, access, sorted({f.service for f in (diag.findings if diag else []) if f.service}
+                                      | {t["service"] for t in targets if t.get("service")}))
     # 4. the lasting fix, recorded for the postmortem
     fix = _permanent_fix(targets)
     if fix:
@@ -201,8 +202,8 @@ def _diagnose(p: Prompter):
     if not diag.findings:
         p.say("Nothing in these logs points at a webhook. You can still pick a configuration below.")
     for r in diag.remedies:
-        if r.method == "etcd":
-            targets = [t for t in r.targets if t.get("configuration")]
+        if r.method == "kubeapi":  # every culprit: named by the log, guessed by convention, or only a webhook
+            targets = [dict(t) for t in r.targets if t.get("configuration") or t.get("webhook")]
         if r.method == "talos" and r.plugins:
             plugins = list(r.plugins)
     return diag, targets, plugins
@@ -428,22 +429,62 @@ def _manual(targets: list[dict]) -> str:
     ])
 
 
-def _pick_configurations(p: Prompter, a: planner.Access, method: str, targets: list[dict]) -> list[dict]:
-    """The diagnosis's culprits, or a choice among the configurations breakglass can read there (as targets:
-    kind, configuration, and each webhook, for the lasting fix)."""
-    if targets:
-        return targets
+def _inventory(a: planner.Access, method: str):
+    """Every admission configuration, read through the way in chosen (etcd, or the API)."""
     from breakglass.webhooks import sources  # noqa: PLC0415
 
     if method == "etcd":
         etcd = a.etcd.connect()
         try:
-            inv = sources.load_etcd(etcd, a.etcd.prefix)
+            return sources.load_etcd(etcd, a.etcd.prefix)
         finally:
             etcd.close()
-    else:
-        inv = sources.load_api(a.kubeconfig, a.context)
-    configs = [c for c in inv.configs if c.webhooks]
+    return sources.load_api(a.kubeconfig, a.context)
+
+
+def _resolve_targets(p: Prompter, a: planner.Access, method: str, targets: list[dict]) -> list[dict]:
+    """The culprits with the configuration each webhook is in, as the cluster says (a configuration the log named
+    stays; a vendor convention's guess is replaced). A webhook in several configurations: the engineer picks."""
+    from breakglass.webhooks import resolve  # noqa: PLC0415
+
+    if all(t.get("configuration") and t.get("configuration_source") == "log" or not t.get("webhook")
+           for t in targets):
+        return targets
+    source = "etcd" if method == "etcd" else "api"
+    configs = _inventory(a, method).configs
+    out: list[dict] = []
+    for t in targets:
+        if not t.get("webhook") or (t.get("configuration") and t.get("configuration_source") == "log"):
+            out.append(t)
+            continue
+        found = resolve.find(configs, t["webhook"], source)
+        if not found:
+            p.say(f"No configuration here defines webhook {t['webhook']}"
+                  + (f" (the vendor convention guessed {t['configuration']})." if t.get("configuration") else "."))
+            continue
+        if len(found) > 1:
+            choices = [Choice(m.ref, f"{m.ref} ({m.backend})") for m in found]
+            if len({m.backend for m in found}) == 1:
+                choices.append(Choice("*", "all of them (they call the same backend)"))
+            pick = p.select(f"Webhook {t['webhook']} is in {len(found)} configurations. Which?", choices)
+            found = found if pick == "*" else [m for m in found if m.ref == pick]
+        for m in found:
+            p.say(f"  webhook {m.webhook} is in {m.ref} (read from {m.source})"
+                  + (f"; {m.owner}, which may recreate it" if m.owner else ""))
+            out.append({**t, "kind": m.kind, "configuration": m.configuration, "configuration_source": m.source,
+                        "owner": m.owner, "etcd_key": None, "service": m.service or t.get("service")})
+    return out
+
+
+def _pick_configurations(p: Prompter, a: planner.Access, method: str, targets: list[dict]) -> list[dict]:
+    """The diagnosis's culprits (their configurations read from the cluster), or a choice among the
+    configurations breakglass can read there (as targets: kind, configuration, and each webhook, for the
+    lasting fix)."""
+    if targets:
+        resolved = _resolve_targets(p, a, method, targets)
+        if resolved:
+            return resolved
+    configs = [c for c in _inventory(a, method).configs if c.webhooks]
     if not configs:
         raise BadInput("no webhook configuration was found there")
     kinds = {"ValidatingWebhookConfiguration": "validating", "MutatingWebhookConfiguration": "mutating"}
@@ -554,23 +595,33 @@ def _leaks(p: Prompter) -> bool:
 
 
 def _check_backends(p: Prompter, a: planner.Access, services: list[str]) -> None:
-    """Ready endpoints (ready pods) behind each culprit's Service, when an apiserver answers now."""
+    """Ready endpoints behind each culprit's Service: from etcd when that is the way in (the apiserver may still
+    be down), else through the API."""
     if not services:
         return
+    if a.etcd is not None:
+        try:
+            for svc in services:
+                b = a.etcd.backend(svc)
+                p.say("  " + b.line() + ("" if b.healthy else " — do not revert yet"))
+            return
+        except BreakglassError as e:
+            p.say(f"  could not read the backends from etcd ({e}); trying the API")
     kubeconfig = a.kubeconfig or os.environ.get("KUBECONFIG")
     if not kubeconfig and not os.path.exists(os.path.expanduser("~/.kube/config")):
-        p.say("No kubeconfig to check the webhook's backend with; check it before reverting: "
-              + "; ".join(f"kubectl -n {s.split('/')[0]} get endpoints {s.split('/')[1]}" for s in services))
+        p.say("No kubeconfig or etcd to check the webhook's backend with; check it before reverting: "
+              + "; ".join(f"kubectl -n {s.split('/')[0]} get endpointslices -l kubernetes.io/service-name="
+                          f"{s.split('/')[1]}" for s in services))
         return
     from breakglass.access import kubeapi  # noqa: PLC0415
+    from breakglass.webhooks import backend  # noqa: PLC0415
 
     try:
         api = kubeapi.connect(a.kubeconfig, a.context, 5.0)
         for svc in services:
             ns, name = svc.split("/", 1)
-            ready, waiting = api.endpoint_counts(ns, name)
-            p.say(f"  backend {svc}: {ready} ready endpoint(s), {waiting} not ready"
-                  + ("" if ready else " — do not revert yet"))
+            b = backend.from_api(api, ns, name)
+            p.say("  " + b.line() + ("" if b.healthy else " — do not revert yet"))
     except BreakglassError as e:
         p.say(f"  could not check the backends through the API yet ({e})")
 

@@ -149,3 +149,56 @@ def test_owner_comes_from_the_object_before_any_vendor_table():
         "app.kubernetes.io/part-of": "corp-policy", "app.kubernetes.io/instance": "prod"}}), "t")
     assert resolve.owner_of(labelled) == "part of corp-policy, instance prod (app.kubernetes.io labels)"
     assert resolve.owner_of(model.from_json(CONFIGS[1], "t")) is None
+
+
+def _seed_backend(srv, ready: int) -> None:
+    from breakglass.webhooks import backend
+
+    svc_prefix, slice_prefix = backend.etcd_prefixes("corp")
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "policy", "namespace": "corp"},
+           "spec": {"ports": [{"port": 443, "targetPort": 9443}], "selector": {"app": "policy"}}}
+    sl = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+          "metadata": {"name": "policy-x1", "namespace": "corp", "labels": {backend.SERVICE_NAME_LABEL: "policy"}},
+          "addressType": "IPv4",
+          "endpoints": [{"addresses": [f"10.0.0.{i}"], "conditions": {"ready": i < ready},
+                         "targetRef": {"kind": "Pod", "namespace": "corp", "name": f"policy-{i}"}} for i in range(2)]}
+    c = es.raw_client(srv)
+    c.put(svc_prefix + b"policy", codec.encode_value(svc))
+    c.put(slice_prefix + b"policy-x1", codec.encode_value(sl))
+    c.close()
+
+
+def test_the_wizard_finds_the_configuration_and_reads_the_backend_from_etcd(cluster, tmp_path):
+    from breakglass import wizard
+    from breakglass.prompts import ScriptedPrompter
+
+    _seed_backend(cluster, ready=1)
+    diag_log = tmp_path / "apiserver.log"
+    diag_log.write_text(lb.klog(lb.fail_closed(CORP, "dial tcp 10.96.0.50:443: connect: connection refused",
+                                               url="https://policy.corp.svc:443/validate?timeout=10s"), "W") + "\n")
+    before = _keys(cluster)
+    # log, way in, etcd endpoint, CA, cert, key, no apiserver to watch, way out, confirmation word, revert now
+    p = ScriptedPrompter([str(diag_log), "etcd", cluster.endpoint, "", "", "", "", "etcd", "corp-policy-hooks", True])
+    assert wizard.run(p, str(tmp_path / "state")) == 0
+    text = "\n".join(p.transcript)
+    assert f"webhook {CORP} is in validating/corp-policy-hooks (read from etcd)" in text
+    assert "Helm release corp/policy" in text
+    assert "/registry/validatingwebhookconfigurations/corp-policy-hooks" in text  # the plan names the key
+    assert "backend corp/policy: 1 ready endpoint(s), 1 not ready (read from etcd" in text
+    assert _keys(cluster) == before  # deleted, then reverted
+
+
+def test_the_wizard_asks_which_when_a_webhook_is_in_two_configurations(cluster, tmp_path):
+    from breakglass import wizard
+    from breakglass.prompts import ScriptedPrompter
+
+    diag_log = tmp_path / "apiserver.log"
+    diag_log.write_text(lb.klog(lb.fail_closed(SPLIT, "context deadline exceeded",
+                                               url="https://one.corp.svc:443/x?timeout=10s"), "W") + "\n")
+    p = ScriptedPrompter([str(diag_log), "etcd", cluster.endpoint, "", "", "", "", "etcd", "validating/split-b",
+                          "split-b", False])
+    assert wizard.run(p, str(tmp_path / "state")) == 0
+    text = "\n".join(p.transcript)
+    assert f"Webhook {SPLIT} is in 2 configurations. Which?" in text and "all of them" not in text
+    assert b"/registry/validatingwebhookconfigurations/split-b" not in _keys(cluster)
+    assert b"/registry/validatingwebhookconfigurations/split-a" in _keys(cluster)

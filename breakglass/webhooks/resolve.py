@@ -29,6 +29,7 @@ class Match:
     source: str  # etcd | api
     backend: str  # where its calls go (service NS/NAME:PORT/path, or the URL)
     owner: str | None
+    service: str | None = None  # NAMESPACE/NAME of its backend Service, when it calls one
 
     @property
     def ref(self) -> str:
@@ -80,7 +81,7 @@ def find(configs: Iterable[model.AdmissionConfig], webhook: str, source: str,
             continue
         for w in cfg.webhooks:
             if w.name == webhook:
-                out.append(Match(webhook, cfg.kind, cfg.name, source, w.backend, owner_of(cfg)))
+                out.append(Match(webhook, cfg.kind, cfg.name, source, w.backend, owner_of(cfg), w.service))
                 break
     return out
 
