@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.test_pastes import evaluate_all, summary  # noqa: E402
+from tests.test_pastes import evaluate_all, family_summary, summary  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -27,6 +27,7 @@ def main(argv: list[str]) -> int:
                 for p in o.problems:
                     print(f"    {p}")
     print(summary(outcomes))
+    print(family_summary(outcomes))
     exp = sum(o.expected for o in outcomes)
     rec = sum(o.recalled for o in outcomes)
     fa = sum(o.false_alarms for o in outcomes)

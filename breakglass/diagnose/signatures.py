@@ -182,7 +182,7 @@ _REQUEST = (
     # structured: "Event occurred" object="ns/name" fieldPath="" kind="ReplicaSet"
     re.compile(r'object="(?P<ns>[a-z0-9-]{1,63})/(?P<name>[^"/]{1,253})"[^\n]{0,300}?kind="(?P<kind>\w{1,63})"'),
     # an audit event (formats: `audit VERB RESOURCE[.group] "name" namespace=NS`)
-    re.compile(r'^audit\s+\w+\s+(?P<kind>[a-z0-9-]{1,63})(?:\.[\w.-]{0,253})?\s+"(?P<name>[^"]{0,253})"'
+    re.compile(r'^audit\s+\w+\s+(?P<kind>[a-z0-9-]{1,63})(?:\.[\w.-]{0,253})?\s+"(?P<name>[^"\s]{0,253})"?'
                r'(?:\s+namespace=(?P<ns>[a-z0-9-]{1,63}))?'),
     # kubectl get events [-A]: [NS] AGE TYPE FailedCreate replicaset/NAME …
     re.compile(r'(?:^|\n)[\s>`*-]*(?:(?P<ns>[a-z0-9][a-z0-9-]{0,62})\s+)?(?:<unknown>|\d+[smhd][\w()]*)\s+'
@@ -203,6 +203,9 @@ _REQUEST = (
     # `pods "x" is forbidden`, `leases.coordination.k8s.io "n" is forbidden`
     re.compile(r'(?P<kind>pods|leases|nodes)(?:\.[\w.-]{1,253})?\s*\\?"(?P<name>[^"\\]{1,253})\\?"\s*is\s*forbidden'),
 )
+
+
+_NODE_LEASE = re.compile(r"node\s*lease|kube-node-lease")
 
 
 def request_of(before: str, rec: LogRecord | None = None) -> tuple | None:
@@ -438,6 +441,8 @@ def classify(rec: LogRecord) -> list[Event]:
             b = pat.search(msg)
             if b and what == "failure" and (INVALID.search(msg) or SELF_UNREACHABLE.search(msg)):
                 break  # refused by validation, or the apiserver not reaching itself: nothing a webhook did
+            if b and kind_name == "Lease" and _NODE_LEASE.search(msg):
+                break  # a kubelet's node lease (same lease controller, same words): not the apiserver's own write
             if b:
                 obj = _boot_object(kind_name, b)
                 events.append(Event("bootstrap-" + what, rec, obj=obj, hook=obj.hook))

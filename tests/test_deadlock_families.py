@@ -1,0 +1,123 @@
+"""Issue 21: every webhook deadlock family named, with its own ways out (real excerpts: tests/test_pastes.py)."""
+
+from __future__ import annotations
+
+import json
+
+from breakglass import planner
+from breakglass.diagnose import signatures
+from tests import logbuild as lb
+from tests.conftest import diagnose_text, run_cli
+
+CONV = ('E0216 23:10:50.683373       1 cacher.go:428] unexpected ListAndWatch error: storage/cacher.go:/cert-manager.io/'
+        'certificaterequests: Failed to list cert-manager.io/v1alpha3, Kind=CertificateRequest: conversion webhook for '
+        'cert-manager.io/v1, Kind=CertificateRequest failed: Post https://cert-manager-webhook.cert-manager.svc:443/'
+        'convert?timeout=30s: no endpoints available for service "cert-manager-webhook"\n')
+
+
+def test_conversion_is_reached_through_an_existing_anchor_and_the_gate():
+    assert b"ebhook" in signatures.ANCHORS and signatures.RECORD_GATE.search(CONV.encode())
+    assert any(a in CONV.encode() for a in signatures.ANCHORS)
+    # one literal covers kubelet's `failed to update lease` and the structured `"Failed to update lease"`
+    assert b"ailed to update lease" in signatures.ANCHORS and b"failed to update lease" not in signatures.ANCHORS
+
+
+def test_conversion_is_its_own_family_and_never_offers_the_admission_flag():
+    d = diagnose_text(CONV)
+    [f] = d.findings
+    assert (f.family, f.deadlock, f.cause_class) == ("conversion-webhook", "conversion", "unreachable")
+    assert f.blocked == ["certificaterequests.cert-manager.io"] and f.service == "cert-manager/cert-manager-webhook"
+    assert d.verdict.family == "conversion" and d.verdict.state == "degraded"
+    assert "does NOT switch conversion off" in d.verdict.explanation
+    assert [r.method for r in d.remedies] == ["kubeapi", "kubeapi", "etcd"]
+    text = json.dumps([r.__dict__ for r in d.remedies])
+    assert "talos" not in [r.method for r in d.remedies] and "--disable-admission-plugins=" not in text
+    manual = [m for r in d.remedies for m in r.manual]
+    assert any("kubectl patch crd certificaterequests.cert-manager.io" in m and '"strategy":"None"' in m for m in manual)
+
+
+def test_with_an_admission_webhook_failing_too_the_flag_is_offered_for_it_only():
+    text = CONV + lb.klog(lb.fail_closed("validate.kyverno.svc-fail", "connection refused")) + "\n"
+    d = diagnose_text(text)
+    conv = [r for r in d.remedies if r.family == "conversion"]
+    flags = [r for r in d.remedies if r.method in ("talos", "kubeadm")]
+    assert conv and flags and all(r.method in ("kubeapi", "etcd") for r in conv)
+    assert all("CertificateRequest" not in json.dumps(r.targets) for r in flags)
+
+
+def test_planner_orders_by_family_and_never_offers_the_flag_for_conversion():
+    probes = {n: planner.Probe(n, True, "ok") for n in ("apiserver", "talos", "ssh", "etcd")}
+    opts = planner.options(probes, family="conversion")
+    assert [o.method for o in opts if o.available] == ["kubeapi", "etcd"]
+    assert all(not o.available and "does not switch" in o.reason for o in opts if o.method in ("talos", "kubeadm"))
+    assert [o.method for o in planner.options(probes, family="self-dependency")][0] == "kubeapi"
+    assert [o.method for o in planner.options(probes)] == ["kubeapi", "talos", "kubeadm", "etcd"]
+
+
+AUDIT = ('{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"a1","stage":"ResponseComplete",'
+         '"requestURI":"/api/v1/namespaces/kyverno/pods","verb":"create","user":{"username":"system:serviceaccount:'
+         'kube-system:replicaset-controller"},"objectRef":{"resource":"pods","namespace":"kyverno","apiVersion":"v1"},'
+         '"responseStatus":{"metadata":{},"status":"Failure","message":"Internal error occurred: failed calling webhook '
+         '\\"validate.kyverno.svc-fail\\": failed to call webhook: Post \\"https://kyverno-svc.kyverno.svc:443/validate/'
+         'fail?timeout=10s\\": dial tcp 10.96.0.50:443: connect: connection refused","code":500},'
+         '"requestReceivedTimestamp":"2026-11-30T17:32:02.798324Z","stageTimestamp":"2026-11-30T17:32:02.800159Z"}\n')
+
+
+def test_a_webhook_blocking_pods_of_its_own_namespace_is_a_self_dependency():
+    d = diagnose_text(AUDIT)
+    [f] = d.findings
+    assert (f.deadlock, f.severity, f.service) == ("self-dependency", "critical", "kyverno/kyverno-svc")
+    assert d.verdict.state == "deadlocked" and d.verdict.family == "self-dependency"
+    assert "NotIn [kyverno]" in d.verdict.explanation
+    assert d.remedies[0].method == "kubeapi" and d.remedies[0].summary.startswith("Exclude")
+    assert any("namespaceSelector" in m and '"kyverno"' in m for m in d.remedies[0].manual)
+    # the same failure on another namespace's pods is an outage that heals when the backend comes back
+    other = diagnose_text(AUDIT.replace('"namespace":"kyverno"', '"namespace":"team-a"'))
+    assert [g.deadlock for g in other.findings] == [None] and other.verdict.state == "degraded"
+
+
+def test_kube_system_daemonset_pods_are_what_the_backend_needs():
+    line = ('kube-system   2m    Warning   FailedCreate   daemonset/calico-node   Error creating: Internal error '
+            'occurred: failed calling webhook "mpod.kb.io": failed to call webhook: Post "https://kruise-webhook-'
+            'service.kruise-system.svc:443/mutate-pod?timeout=10s": dial tcp 10.96.134.53:443: connect: connection refused\n')
+    [f] = diagnose_text(line).findings
+    assert f.deadlock == "self-dependency" and "calico-node" in " ".join(f.requests)
+
+
+def test_lease_updates_denied_are_starvation_and_the_apiservers_own_lease_is_not():
+    denied = ('E1220 10:00:00.000000    2478 controller.go:195] "Failed to update lease" err="admission webhook '
+              '\\"freeze.example.com\\" denied the request: frozen"\n')
+    d = diagnose_text(denied)
+    [f] = d.findings
+    assert (f.deadlock, f.mode, f.severity) == ("node-lease", "deny", "critical") and d.verdict.family == "node-lease"
+    # the apiserver's identity lease (its own log holds the dispatcher lines): degraded, not starvation
+    own = lb.klog(lb.fail_closed("v.example.com", "connection refused")) + "\n" + (
+        'E1220 10:00:01.000000       1 controller.go:195] "Failed to update lease" err="Internal error occurred: '
+        'failed calling webhook \\"v.example.com\\": failed to call webhook: Post \\"https://v.v.svc:443/v\\": dial '
+        'tcp 10.0.0.1:443: connect: connection refused"\n')
+    assert not any(g.deadlock for g in diagnose_text(own).findings)
+
+
+def _readyz(t: str) -> str:
+    return lb.klog("poststarthook/rbac/bootstrap-roles check failed: readyz", level="I", caller="healthz.go:280", t=t)
+
+
+def test_a_hook_failing_for_a_second_at_start_is_not_stuck_but_a_persistent_one_is():
+    later = lb.klog(lb.fail_open("v.example.com", "connection refused"), t="0224 15:01:00.000000")
+    brief = "\n".join([_readyz("0224 15:00:00.100000"), _readyz("0224 15:00:01.200000"), later]) + "\n"
+    assert not any(f.family in ("bootstrap-stuck", "admission-not-ready") for f in diagnose_text(brief).findings)
+    lasting = "\n".join([_readyz("0224 15:00:00.100000"), _readyz("0224 15:00:40.000000"), later]) + "\n"
+    assert any(f.family == "bootstrap-stuck" for f in diagnose_text(lasting).findings)
+    # a log that ends while the hook fails cannot show it stopped: still reported
+    ends = "\n".join([_readyz("0224 15:00:00.100000"), _readyz("0224 15:00:01.200000")]) + "\n"
+    assert any(f.family == "bootstrap-stuck" for f in diagnose_text(ends).findings)
+    fatal = brief + lb.klog('PostStartHook "rbac/bootstrap-roles" failed: unable to initialize roles', level="F",
+                            caller="hooks.go:203", t="0224 15:00:01.300000") + "\n"
+    assert diagnose_text(fatal).verdict.state == "deadlocked"
+
+
+def test_json_exposes_the_family(tmp_path):
+    p = tmp_path / "conv.log"
+    p.write_text(CONV)
+    doc = json.loads(run_cli("diagnose", str(p), "-o", "json").stdout)["result"]
+    assert doc["verdict"]["family"] == "conversion" and doc["findings"][0]["deadlock"] == "conversion"
