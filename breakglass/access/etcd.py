@@ -59,6 +59,9 @@ class EtcdSettings:
             out["etcd_endpoints"] = [self.route["endpoint"]]
             out["etcd_via_ssh"] = self.route["ssh"]
             out["etcd_node_certs"] = {k: self.route[k] for k in ("cacert", "cert", "key") if self.route.get(k)}
+            if self.route.get("found"):  # why this route: what the node has, in the order it was looked for
+                out["etcd_node_found"] = {"summary": self.route["found"]["summary"],
+                                          "evidence": list(self.route["found"]["evidence"])}
         if self.user:
             out["etcd_user"] = self.user
         return out
@@ -424,7 +427,13 @@ def _unix_endpoint(pyetcd, path: str):
 
 
 def _tls_hint(s: EtcdSettings) -> str | None:
-    if any(_unix_path(e) is not None for e in s.endpoints):
+    found = (s.route or {}).get("found")
+    if found:  # breakglass chose where etcd is from what the node has: say so, in case that was the wrong guess
+        return (f"{found['summary']}; etcd was looked for at {s.route['endpoint']} on {s.route['ssh']}. If that "
+                f"is not where this node's apiserver keeps its data, give --etcd-endpoints (and the certificate "
+                f"paths) as the node sees them")
+    if any(_unix_path(e) is not None for e in s.endpoints) or \
+            str((s.route or {}).get("endpoint", "")).startswith("unix://"):
         return ("is kine or etcd listening on that socket, and may you open it? (k3s' kine: "
                 "unix:///var/lib/rancher/k3s/server/kine.sock, mode 0600, owned by root)")
     if not s.secure:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import logging
 import os
 import shlex
 import signal
@@ -107,6 +108,9 @@ class Node:
 
     def connect(self) -> Node:
         paramiko = load("paramiko", "SSH", "paramiko and cryptography")
+        # paramiko logs a refused channel ("Secsh channel 1 open FAILED") through logging's last-resort handler,
+        # onto stderr; breakglass says it in its own one line
+        logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
         conf = self._lookup(self.host)
         hostname = conf.get("hostname", self.host)
@@ -217,6 +221,29 @@ class Node:
         fwd = Forward(self._client.get_transport(), remote_host, remote_port)
         return "127.0.0.1", fwd.port, fwd
 
+    def forward_socket(self, path: str) -> tuple[str, int, "Forward"]:
+        """A local TCP port that reaches the unix socket ``path`` on the node (like ssh -L PORT:/path), through
+        OpenSSH's direct-streamlocal channel: sshd connects to the socket as the logged-in user (no sudo)."""
+        if self._client is None:
+            self.connect()
+        transport = self._client.get_transport()
+        timeout = self.options.timeout
+        fwd = Forward(transport, path, 0, opener=lambda _addr: open_streamlocal(transport, path, timeout))
+        return "127.0.0.1", fwd.port, fwd
+
+    def check_socket(self, path: str) -> None:
+        """Open and close one channel to the socket, so a refusal (no socket, not allowed) is said before use."""
+        if self._client is None:
+            self.connect()
+        try:
+            open_streamlocal(self._client.get_transport(), path, self.options.timeout).close()
+        except Exception as e:  # noqa: BLE001 - paramiko's ChannelException and SSHException
+            why = getattr(e, "text", None) or _reason(e)  # ChannelException's own text: "Connect failed"
+            raise Unreachable(f"ssh {self.host}: cannot connect to the unix socket {path} ({why})",
+                              hint=f"sshd connects as {self.user}: the socket must be there and that user may "
+                                   f"open it (k3s' kine.sock is root's, mode 0600: log in as root), and sshd must "
+                                   f"allow it (AllowStreamLocalForwarding, on by default)") from None
+
     def close(self) -> None:
         for c in (self._client, self._jump and self._jump._client):
             try:
@@ -272,11 +299,50 @@ class _ChannelStream:
             raise Unreachable(f"ssh {self.host}: {first[:300]}")
 
 
-class Forward:
-    """A listening socket on 127.0.0.1 whose connections are tunnelled through SSH."""
+def open_streamlocal(transport, path: str, timeout: float):
+    """A channel to the unix socket ``path`` on the server: OpenSSH's direct-streamlocal@openssh.com (PROTOCOL 2.4:
+    string socket path, string reserved, uint32 reserved). paramiko's open_channel writes a destination only for
+    direct-tcpip and forwarded-tcpip, so the open message is sent here the way open_channel sends its own."""
+    from paramiko.channel import Channel  # noqa: PLC0415
+    from paramiko.common import cMSG_CHANNEL_OPEN  # noqa: PLC0415
+    from paramiko.message import Message  # noqa: PLC0415
+    from paramiko.ssh_exception import SSHException  # noqa: PLC0415
 
-    def __init__(self, transport, host: str, port: int) -> None:
+    with transport.lock:
+        window = transport._sanitize_window_size(None)
+        packet = transport._sanitize_packet_size(None)
+        chanid = transport._next_channel()
+        m = Message()
+        m.add_byte(cMSG_CHANNEL_OPEN)
+        m.add_string("direct-streamlocal@openssh.com")
+        m.add_int(chanid)
+        m.add_int(window)
+        m.add_int(packet)
+        m.add_string(path)
+        m.add_string("")
+        m.add_int(0)
+        chan = Channel(chanid)
+        transport._channels.put(chanid, chan)
+        transport.channel_events[chanid] = event = threading.Event()
+        transport.channels_seen[chanid] = True
+        chan._set_transport(transport)
+        chan._set_window(window, packet)
+    transport._send_user_message(m)
+    if not event.wait(timeout) or not transport.active:
+        raise transport.get_exception() or SSHException("timed out opening a channel to the socket")
+    chan = transport._channels.get(chanid)
+    if chan is None:
+        raise transport.get_exception() or SSHException("the server refused the channel")
+    return chan
+
+
+class Forward:
+    """A listening socket on 127.0.0.1 whose connections are tunnelled through SSH (to a TCP port the node reaches,
+    or through ``opener``, given the client's address, to anything else: a unix socket)."""
+
+    def __init__(self, transport, host: str, port: int, opener=None) -> None:
         self.transport, self.host, self.rport = transport, host, port
+        self.opener = opener or (lambda addr: transport.open_channel("direct-tcpip", (host, port), addr))
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
@@ -292,7 +358,7 @@ class Forward:
             except OSError:
                 return
             try:
-                chan = self.transport.open_channel("direct-tcpip", (self.host, self.rport), addr)
+                chan = self.opener(addr)
             except Exception:  # noqa: BLE001
                 conn.close()
                 continue

@@ -63,9 +63,11 @@ SshAcceptNewOpt = Annotated[bool, typer.Option(
 SshConfigOpt = Annotated[str, typer.Option(help="OpenSSH client config to honour.")]
 KnownHostsOpt = Annotated[str, typer.Option(help="known_hosts file.")]
 EtcdViaSshOpt = Annotated[Optional[str], typer.Option(
-    help="Reach etcd on this node's 127.0.0.1:2379 through SSH; --etcd-cacert/--etcd-cert/--etcd-key are then "
-         "paths on the node (default: kubeadm's), read into memory only. A run journals this route: revert and "
-         "etcd restore take it again with no etcd options.", show_default=False)]
+    help="Reach etcd on this node through SSH; --etcd-endpoints (default 127.0.0.1:2379, or unix:///path) and "
+         "--etcd-cacert/--etcd-cert/--etcd-key are then as the node sees them, the files read into memory only. "
+         "With none of them, the node's distribution says: kubeadm's certificates, k3s'/RKE2's embedded etcd "
+         "ones, or k3s' kine socket. A run journals this route: revert and etcd restore take it again with no "
+         "etcd options.", show_default=False)]
 
 
 
@@ -202,20 +204,26 @@ def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, 
         from breakglass.access import etcd_ssh  # noqa: PLC0415
         from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
 
-        from breakglass.access.etcd import _parse_endpoint  # noqa: PLC0415
         from breakglass.access.ssh import remote_path  # noqa: PLC0415
 
         for flag, path in (("--etcd-cacert", etcd_cacert), ("--etcd-cert", etcd_cert), ("--etcd-key", etcd_key)):
             if path:
                 remote_path(path, flag)  # a path on the node: refused before connecting if it is not absolute
-        # Through SSH, --etcd-endpoints is as seen from the node (default 127.0.0.1:2379).
-        remote_port = _parse_endpoint(etcd_endpoints.split(",")[0])[1] if etcd_endpoints else 2379
+        # Through SSH, --etcd-endpoints is as seen from the node (default 127.0.0.1:2379, or a unix:// socket
+        # there); with no certificate paths, the node's distribution says where they (or kine's socket) are.
+        remote_host, remote_port, remote_socket = etcd_ssh.endpoint_on_node(etcd_endpoints)
         from breakglass.access.etcd import credentials  # noqa: PLC0415
 
         user, password = credentials(etcd_user, etcd_password)  # asked for before connecting
         node = Node(via_ssh, ssh_options or SshOptions()).connect()
-        return EtcdTarget(etcd_ssh.tunnel(node, etcd_cacert, etcd_cert, etcd_key, timeout, remote_port,
-                                          user=user, password=password), etcd_prefix)
+        settings = etcd_ssh.tunnel(node, etcd_cacert, etcd_cert, etcd_key, timeout, remote_port, user=user,
+                                   password=password, remote_host=remote_host, remote_socket=remote_socket,
+                                   detect=not (etcd_cacert or etcd_cert or etcd_key),
+                                   tcp_given=bool(etcd_endpoints) and not remote_socket)
+        if settings.route and settings.route.get("found"):  # what was chosen, and why, before anything is read
+            print(f"{settings.route['found']['summary']}: etcd at {settings.route['endpoint']} on {via_ssh}",
+                  file=sys.stderr)
+        return EtcdTarget(settings, etcd_prefix)
     return EtcdTarget(EtcdSettings.resolve(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, timeout,
                                            user=etcd_user, password=etcd_password), etcd_prefix)
 
