@@ -33,6 +33,8 @@ from breakglass.cli._base import (
 )
 from breakglass.errors import BadInput, ExitCode
 
+PODS_DIR = "/var/log/pods"
+
 
 @app.command()
 def diagnose(
@@ -52,10 +54,12 @@ def diagnose(
     talosconfig: TalosconfigOpt = None, talos_context: TalosContextOpt = None,
     talos_endpoints: TalosEndpointsOpt = None, talosctl: TalosctlOpt = "talosctl",
     ssh: Annotated[Optional[List[str]], typer.Option(
-        "--ssh", help="Read kube-apiserver's CRI logs from /var/log/pods on these hosts over SSH.",
+        "--ssh", help="Read kube-apiserver's logs on these hosts over SSH, where the distribution found there keeps "
+                      "them: kubelet's /var/log/pods (kubeadm), `journalctl -u k3s` (k3s), the static pod's logs and "
+                      "`journalctl -u rke2-server` (RKE2). The ways out listed are that distribution's.",
         show_default=False)] = None,
-    pods_dir: Annotated[str, typer.Option(help="With --ssh: kubelet's pod log directory on the hosts.")]
-    = "/var/log/pods",
+    pods_dir: Annotated[str, typer.Option(help="With --ssh: read kubelet's pod logs in this directory on the hosts, "
+                                               "whatever they run.")] = "/var/log/pods",
     ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
     ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
     known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
@@ -87,12 +91,16 @@ def diagnose(
 
             extra = talos_sources(_talos(talosctl, talosconfig, talos_context, talos_endpoints, None),
                                   _split(talos_node))
+        found = []  # what each --ssh node runs, with the evidence: it picks the logs and the ways out
         if ssh:
-            from breakglass.logs.remote import ssh_sources  # noqa: PLC0415
+            from breakglass import distro  # noqa: PLC0415
+            from breakglass.logs.remote import distro_sources  # noqa: PLC0415
 
             opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, None)
             for node in _ssh_nodes(_split(ssh), opts).values():
-                extra += ssh_sources(node, pods_dir)
+                found.append(distro.detect(node))
+                # an explicit --pods-dir is read whatever the node runs
+                extra += distro_sources(node, found[-1], pods_dir if pods_dir != PODS_DIR else None)
         if not paths and not extra:
             if sys.stdin is None or sys.stdin.isatty():
                 raise BadInput("no logs given: name files or directories, or pipe a log into standard input",
@@ -106,6 +114,10 @@ def diagnose(
         finally:
             if progress:
                 print("\r\033[K", end="", file=sys.stderr, flush=True)
+        if found:
+            from breakglass.distro_ways import tailor  # noqa: PLC0415
+
+            diag.remedies = tailor(diag.remedies, found)
         code = int(ExitCode.FOUND if diag.verdict.needs_action else ExitCode.OK)
         _show(output, "Diagnosis", diag, lambda: _render().diagnosis(diag, warnings, verbose), code, warnings)
         return code

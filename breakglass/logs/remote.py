@@ -94,3 +94,29 @@ def _ssh_source(node, path: str, lenient: bool) -> LogSource:
     """One remote file, streamed with `cat` when it is read, never copied first."""
     command = f"cat -- {quoted_path(path, 'log file')}"
     return LogSource(name=f"{node.host}:{path}", lenient=lenient, opener=lambda: node.stream(command))
+
+
+def journal_source(node, unit: str, root: str = "/") -> LogSource:
+    """One systemd unit's journal on the node, streamed from `journalctl -u UNIT`. k3s runs kube-apiserver inside
+    its own process, so the apiserver's klog lines are in k3s' journal, behind journald's `host k3s[PID]: `
+    prefix; short-iso-precise gives each line its year, which klog headers lack. A node root other than / reads
+    the journal files under it (`journalctl -D ROOT/var/log/journal`)."""
+    where = "" if root == "/" else f" -D {quoted_path(root + '/var/log/journal', 'journal directory')}"
+    command = f"journalctl{where} -u {shlex.quote(unit)} --no-pager -o short-iso-precise"
+    return LogSource(name=f"{node.host}:journalctl -u {unit}", opener=lambda: node.stream(command))
+
+
+def distro_sources(node, found, pods_dir: str | None = None) -> list[LogSource]:
+    """kube-apiserver's logs where the node's distribution (``breakglass.distro.Distro``) keeps them: k3s' journal;
+    RKE2's static pod logs (kube-system_kube-apiserver-*) and rke2-server's journal; kubelet's pod logs otherwise.
+    ``pods_dir`` given: the pod logs there, whatever the distribution."""
+    from breakglass.distro import on  # noqa: PLC0415
+
+    if pods_dir:
+        return ssh_sources(node, pods_dir)
+    pods = on(found.root, "/var/log/pods")
+    if found.name == "k3s":
+        return [journal_source(node, "k3s", found.root)]
+    if found.name == "rke2":
+        return ssh_sources(node, pods) + [journal_source(node, "rke2-server", found.root)]
+    return ssh_sources(node, pods)
