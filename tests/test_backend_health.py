@@ -16,7 +16,7 @@ from breakglass.access.etcd import Etcd, EtcdSettings
 from breakglass.webhooks import backend, codec
 from tests.real_apiserver_session import SCRATCH_NS, kube, real_apiserver  # noqa: F401
 
-KINDS = ("core.v1.Service", "discovery.k8s.io.v1.EndpointSlice",
+KINDS = ("core.v1.Service", "core.v1.Endpoints", "discovery.k8s.io.v1.EndpointSlice",
          "admissionregistration.k8s.io.v1.ValidatingWebhookConfiguration",
          "admissionregistration.k8s.io.v1.MutatingWebhookConfiguration",
          "admissionregistration.k8s.io.v1.ValidatingAdmissionPolicy",
@@ -55,7 +55,7 @@ def test_kubernetes_own_fixtures_decode_exactly_and_encode_back_byte_for_byte():
             assert got == want, f"{d}/{kind}"
             assert codec.encode_value(got) == data, f"{d}/{kind}: re-encoded bytes differ"
             checked += 1
-    assert checked >= 6 * 2, checked  # every kind, at least two versions (HEAD and an older release)
+    assert checked >= len(KINDS) * 2, checked  # every kind, at least two versions (HEAD and an older release)
 
 
 def _slice(name: str, service: str, endpoints: list[dict], family: str = "IPv4") -> dict:
@@ -93,7 +93,7 @@ def test_counting_rules():
 
 
 def test_from_etcd_while_nothing_else_runs(etcd_clean):
-    svc_prefix, slice_prefix = backend.etcd_prefixes(SCRATCH_NS)
+    svc_prefix, eps_prefix, slice_prefix = backend.etcd_prefixes(SCRATCH_NS)
     from tests import etcd_server as es
 
     raw = es.raw_client(etcd_clean)
@@ -101,16 +101,24 @@ def test_from_etcd_while_nothing_else_runs(etcd_clean):
     for s in SLICES:
         raw.put(slice_prefix + s["metadata"]["name"].encode(), codec.encode_value(s))
     raw.put(slice_prefix + b"sealed", b"k8s:enc:aescbc:v1:key1:\x00\x01")
+    raw.put(svc_prefix + b"old-style", codec.encode_value({**SERVICE, "metadata": {"name": "old-style",
+                                                                                 "namespace": SCRATCH_NS}}))
+    raw.put(eps_prefix + b"old-style", codec.encode_value({
+        "apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "old-style", "namespace": SCRATCH_NS},
+        "subsets": [{"addresses": [{"ip": "10.0.0.1"}], "notReadyAddresses": [{"ip": "10.0.0.2"}, {"ip": "10.0.0.3"}],
+                     "ports": [{"port": 9443}]}]}))
     raw.close()
     etcd = Etcd(EtcdSettings(endpoints=(etcd_clean.endpoint,)), backend.etcd_prefixes(SCRATCH_NS))
     try:
         got = backend.from_etcd(etcd, SCRATCH_NS, "kyverno-svc")
         missing = backend.from_etcd(etcd, SCRATCH_NS, "nothing-here")
+        old = backend.from_etcd(etcd, SCRATCH_NS, "old-style")
     finally:
         etcd.close()
     assert (got.found, got.ready, got.not_ready, got.slices) == (True, 2, 2, 2)
     assert got.healthy and "encrypted" in got.line() and "2 ready endpoint(s)" in got.line()
     assert not missing.found and not missing.healthy and "no such Service" in missing.line()
+    assert (old.found, old.ready, old.not_ready, old.slices) == (True, 1, 2, 0)  # no slice: its Endpoints
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", "..", "."])

@@ -392,7 +392,18 @@ def test_wizard_checks_the_culprits_backend_through_the_api(api):
     access = planner.Access(kubeconfig=api.kc)
     wizard._check_backends(p, access, [f"{SCRATCH_NS}/kyverno-svc"])
     assert [line.strip() for line in p.transcript] == [
-        "backend kyverno/kyverno-svc: 0 ready endpoint(s), 0 not ready — do not revert yet"]
-    api.ready_endpoints(ready=1, not_ready=2)
-    wizard._check_backends(p, access, [f"{SCRATCH_NS}/kyverno-svc"])
-    assert p.transcript[-1].strip() == "backend kyverno/kyverno-svc: 1 ready endpoint(s), 2 not ready"
+        "backend kyverno/kyverno-svc: no such Service (read from api) — do not revert yet"]
+    # headless: a cluster IP would be an IPAddress object, which the fixture's Kyverno webhook (down) intercepts
+    api.admin.must("POST", f"/api/v1/namespaces/{SCRATCH_NS}/services",
+                   {"metadata": {"name": "kyverno-svc"},
+                    "spec": {"clusterIP": "None", "ports": [{"port": 443, "targetPort": 9443}]}})
+    try:
+        wizard._check_backends(p, access, [f"{SCRATCH_NS}/kyverno-svc"])
+        assert p.transcript[-1].strip() == ("backend kyverno/kyverno-svc: 0 ready endpoint(s), 0 not ready (read from "
+                                            "api, 0 EndpointSlice(s)) — do not revert yet")
+        api.ready_endpoints(ready=1, not_ready=2)  # an Endpoints object, no slice: it counts instead
+        wizard._check_backends(p, access, [f"{SCRATCH_NS}/kyverno-svc"])
+        assert p.transcript[-1].strip() == ("backend kyverno/kyverno-svc: 1 ready endpoint(s), 2 not ready (read from "
+                                            "api, 0 EndpointSlice(s))")
+    finally:
+        api.admin.must("DELETE", f"/api/v1/namespaces/{SCRATCH_NS}/services/kyverno-svc", ok=(200, 202, 404))

@@ -154,7 +154,7 @@ def test_owner_comes_from_the_object_before_any_vendor_table():
 def _seed_backend(srv, ready: int) -> None:
     from breakglass.webhooks import backend
 
-    svc_prefix, slice_prefix = backend.etcd_prefixes("corp")
+    svc_prefix, _, slice_prefix = backend.etcd_prefixes("corp")
     svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "policy", "namespace": "corp"},
            "spec": {"ports": [{"port": 443, "targetPort": 9443}], "selector": {"app": "policy"}}}
     sl = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
@@ -202,3 +202,11 @@ def test_the_wizard_asks_which_when_a_webhook_is_in_two_configurations(cluster, 
     assert f"Webhook {SPLIT} is in 2 configurations. Which?" in text and "all of them" not in text
     assert b"/registry/validatingwebhookconfigurations/split-b" not in _keys(cluster)
     assert b"/registry/validatingwebhookconfigurations/split-a" in _keys(cluster)
+
+
+def test_recover_with_a_diagnosis_and_a_method(cluster, tmp_path):
+    diag = _diagnosis(tmp_path, CORP, "https://policy.corp.svc:443/validate?timeout=10s")
+    out = _cli(cluster, tmp_path, "recover", "--method", "etcd", "--diagnosis", diag, "--dry-run", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    assert [s["target"] for s in json.loads(out.stdout)["result"]["steps"]] == [
+        "/registry/validatingwebhookconfigurations/corp-policy-hooks"]

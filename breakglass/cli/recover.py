@@ -98,7 +98,8 @@ def recover(
         help="talos: admission plugins to disable (default: the diagnosis's, else both webhook plugins).",
         show_default=False)] = None,
     diagnosis: Annotated[Optional[str], typer.Option(
-        help="talos: take the plugins from `breakglass diagnose -o json` output saved in this file.",
+        help="`breakglass diagnose -o json` output saved in this file: talos, kubeadm, k3s: its plugins; etcd, "
+             "kubeapi: its culprits (webhooks it did not place are looked up in the cluster).",
         show_default=False)] = None,
     config_file: Annotated[Optional[List[str]], typer.Option(
         help="talos: patch machine-config files (managed as code) instead of live nodes. Repeatable. "
@@ -211,7 +212,7 @@ def recover(
         if method is Method.kubeapi:
             # --webhook alone: the configurations defining those webhooks (a webhook's name is what the log says)
             remedy, steps = _plan_or_done(lambda: recovery.plan_kubeapi(
-                kubeconfig, context, list(webhook_config or []), list(kind or []) or None, action.value,
+                kubeconfig, context, _refs(), list(kind or []) or None, action.value,
                 _split(webhook), timeout or 10.0, yes))
             for note in remedy.notes:
                 print(f"note: {note}", file=sys.stderr)
@@ -228,8 +229,12 @@ def recover(
                           {"refs": _refs()}, snapshot_path=snapshot)
 
     def _refs() -> list[str]:
-        """What to act on: -w references, else the --webhook names (webhook:NAME, resolved in the cluster)."""
-        return list(webhook_config or []) or [f"webhook:{w}" for w in _split(webhook)]
+        """What to act on: -w references, else the --webhook names (webhook:NAME, resolved in the cluster), else
+        the culprits of --diagnosis (the configurations its log named, the webhooks it did not place)."""
+        from breakglass import scripted  # noqa: PLC0415
+
+        return (list(webhook_config or []) or [f"webhook:{w}" for w in _split(webhook)]
+                or scripted.targets_from_diagnosis(diagnosis))
 
     def _plan_or_done(plan):
         """Plan; a name that is gone because an earlier run (applied, not reverted) removed it is not an error:

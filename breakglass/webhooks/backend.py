@@ -2,7 +2,8 @@
 
 The apiserver stores a Service at ``/registry/services/specs/NS/NAME`` and its EndpointSlices at
 ``/registry/endpointslices/NS/SLICE`` (shared reference §4.1), each slice labelled
-``kubernetes.io/service-name=NAME``. Both are decoded with the storage codec (checked byte for byte against
+``kubernetes.io/service-name=NAME``; where no slice exists, the core/v1 Endpoints object at
+``/registry/services/endpoints/NS/NAME`` counts instead. Both are decoded with the storage codec (checked byte for byte against
 Kubernetes' own fixtures in k8s.io/api/testdata). An endpoint counts once however many slices list it (one per
 address family): a ready endpoint is one whose ``conditions.ready`` is true or unset, as the EndpointSlice API
 says consumers should read an unknown state; a terminating one is not ready.
@@ -27,7 +28,7 @@ class Backend:
     found: bool  # the Service exists
     ready: int = 0
     not_ready: int = 0
-    slices: int = 0
+    slices: int = 0  # none: the count comes from the Service's Endpoints object, if there is one
     problems: list[str] = field(default_factory=list)  # values that could not be read (encrypted, corrupt)
 
     @property
@@ -44,12 +45,21 @@ class Backend:
         return text
 
 
-def etcd_prefixes(namespace: str, prefix: str = "/registry") -> tuple[bytes, bytes]:
-    """(services prefix, endpointslices prefix) of one namespace: the only keys a backend check reads."""
+def etcd_prefixes(namespace: str, prefix: str = "/registry") -> tuple[bytes, bytes, bytes]:
+    """(Services, Endpoints, EndpointSlices) key prefixes of one namespace: the only keys a backend check reads."""
     if not namespace or "/" in namespace or namespace in (".", ".."):
         raise BadInput(f"not a namespace: {namespace!r}")
     base = prefix.rstrip("/")
-    return (f"{base}/services/specs/{namespace}/".encode(), f"{base}/endpointslices/{namespace}/".encode())
+    return (f"{base}/services/specs/{namespace}/".encode(), f"{base}/services/endpoints/{namespace}/".encode(),
+            f"{base}/endpointslices/{namespace}/".encode())
+
+
+def count_endpoints(ep: dict) -> tuple[int, int]:
+    """(ready, not ready) addresses of a core/v1 Endpoints object: the fallback where no EndpointSlice exists
+    (a cluster whose slices are not made, an Endpoints object written by hand)."""
+    subsets = ep.get("subsets") or []
+    return (sum(len(s.get("addresses") or []) for s in subsets),
+            sum(len(s.get("notReadyAddresses") or []) for s in subsets))
 
 
 def count(slices: Iterable[dict], name: str) -> tuple[int, int, int]:
@@ -77,25 +87,28 @@ def count(slices: Iterable[dict], name: str) -> tuple[int, int, int]:
 
 def from_etcd(etcd, namespace: str, name: str, prefix: str = "/registry") -> Backend:
     """``etcd``: an ``access.etcd.Etcd`` allowed ``etcd_prefixes(namespace, prefix)``."""
-    svc_prefix, slice_prefix = etcd_prefixes(namespace, prefix)
-    out = Backend(f"{namespace}/{name}", "etcd", False)
-    kv = etcd.get(svc_prefix + name.encode())
-    if kv is not None:
-        out.found = True
-    slices = []
-    for kv in etcd.range_prefix(slice_prefix):
-        key = kv.key.decode("utf-8", "replace")
-        try:
-            dec = codec.decode_value(kv.value)
-        except BadInput as e:
-            out.problems.append(f"{key} ({e})")
-            continue
-        if dec.obj is None:
-            out.problems.append(f"{key} (encrypted: {dec.detail})")
-            continue
-        slices.append(dec.obj)
+    svc_prefix, eps_prefix, slice_prefix = etcd_prefixes(namespace, prefix)
+    out = Backend(f"{namespace}/{name}", "etcd", etcd.get(svc_prefix + name.encode()) is not None)
+    slices = [obj for obj in (_decoded(kv, out) for kv in etcd.range_prefix(slice_prefix)) if obj is not None]
     out.ready, out.not_ready, out.slices = count(slices, name)
+    if not out.slices:
+        kv = etcd.get(eps_prefix + name.encode())
+        ep = _decoded(kv, out) if kv is not None else None
+        if ep is not None:
+            out.ready, out.not_ready = count_endpoints(ep)
     return out
+
+
+def _decoded(kv, out: Backend) -> dict | None:
+    key = kv.key.decode("utf-8", "replace")
+    try:
+        dec = codec.decode_value(kv.value)
+    except BadInput as e:
+        out.problems.append(f"{key} ({e})")
+        return None
+    if dec.obj is None:
+        out.problems.append(f"{key} (encrypted: {dec.detail})")
+    return dec.obj
 
 
 def from_api(api, namespace: str, name: str) -> Backend:
@@ -109,6 +122,8 @@ def from_api(api, namespace: str, name: str) -> Backend:
                                      f"?labelSelector={selector}")
     if status == 200:
         out.ready, out.not_ready, out.slices = count(doc.get("items") or [], name)
-    else:
-        out.problems.append(f"EndpointSlices: HTTP {status}")
+    if not out.slices:
+        status, ep = api.request("GET", f"/api/v1/namespaces/{ns}/endpoints/{svc}")
+        if status == 200:
+            out.ready, out.not_ready = count_endpoints(ep)
     return out

@@ -166,6 +166,13 @@ SCHEMA: dict[str, tuple[F, ...]] = {
     "ClientIPConfig": _m(F(1, "timeoutSeconds", I32, ptr=True)),
     "ObjectReference": _m(F(1, "kind", S), F(2, "namespace", S), F(3, "name", S), F(4, "uid", S),
                           F(5, "apiVersion", S), F(6, "resourceVersion", S), F(7, "fieldPath", S)),
+    "Endpoints": _m(F(1, "metadata", "ObjectMeta"), F(2, "subsets", "EndpointSubset", rep=True)),
+    "EndpointSubset": _m(F(1, "addresses", "EndpointAddress", rep=True),
+                         F(2, "notReadyAddresses", "EndpointAddress", rep=True),
+                         F(3, "ports", "CoreEndpointPort", rep=True)),
+    "EndpointAddress": _m(F(1, "ip", S), F(3, "hostname", S), F(4, "nodeName", S, ptr=True),
+                          F(2, "targetRef", "ObjectReference", ptr=True)),
+    "CoreEndpointPort": _m(F(1, "name", S), F(2, "port", I32), F(3, "protocol", S), F(4, "appProtocol", S, ptr=True)),
     "EndpointSlice": _m(F(1, "metadata", "ObjectMeta"), F(4, "addressType", S), F(2, "endpoints", "Endpoint", rep=True),
                         F(3, "ports", "EndpointPort", rep=True)),
     "Endpoint": _m(F(1, "addresses", S, rep=True), F(2, "conditions", "EndpointConditions"),
@@ -190,7 +197,8 @@ _BY_NUM = {name: {f.num: f for f in fields} for name, fields in SCHEMA.items()}
 
 ADMISSION_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "ValidatingAdmissionPolicy",
                    "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
-BACKEND_KINDS = ("Service", "EndpointSlice")  # core/v1 and discovery.k8s.io/v1 (checked on k8s.io/api's fixtures)
+# core/v1 Service and Endpoints, discovery.k8s.io/v1 EndpointSlice (checked on k8s.io/api's fixtures)
+BACKEND_KINDS = ("Service", "Endpoints", "EndpointSlice")
 DECODED_KINDS = ADMISSION_KINDS + BACKEND_KINDS
 
 
