@@ -27,6 +27,7 @@ class Access:
     talos_files: list[str] = field(default_factory=list)  # machine-config files managed as code
     manifest: str | None = None  # a kubeadm manifest on this machine
     readyz_urls: list[str] = field(default_factory=list)  # apiservers to watch afterwards
+    distros: dict = field(default_factory=dict)  # host -> distro.Distro, found by the SSH probe
 
     def local_probes(self) -> dict[str, "Probe"]:
         """Ways out through files on this machine: nothing to reach, only to read."""
@@ -64,9 +65,17 @@ TRADEOFFS = {
               "Switches off every webhook cluster-wide until reverted: a security gap."),
     "kubeadm": ("Disable the webhook admission plugins in every node's kube-apiserver manifest.",
                 "Switches off every webhook cluster-wide until reverted: a security gap."),
+    "k3s": ("Disable the webhook admission plugins in a drop-in of every k3s server's config, then restart k3s.",
+            "Switches off every webhook cluster-wide until reverted: a security gap; k3s restarts."),
+    "rke2": ("Disable the webhook admission plugins in a drop-in of every RKE2 server's config, then restart "
+             "rke2-server.", "Switches off every webhook cluster-wide until reverted: a security gap; rke2-server "
+                             "restarts."),
     "etcd": ("Delete the configuration's key from etcd after a verified backup.",
              "Surgical, but bypasses the apiserver and its audit log."),
 }
+# The admission-plugin flag, per distribution: each needs SSH (Talos its API) and only fits its own nodes.
+FLAG_METHODS = ("talos", "kubeadm", "k3s", "rke2")
+ALL_METHODS = ("kubeapi", "talos", "kubeadm", "k3s", "rke2", "etcd")
 
 
 def _probe_apiserver(a: Access, timeout: float) -> Probe:
@@ -92,13 +101,21 @@ def _probe_talos(a: Access, timeout: float) -> Probe:
 
 
 def _probe_ssh(a: Access, timeout: float) -> Probe:
+    """SSH to the first node, and what it runs (kubeadm, k3s, RKE2, Talos): the flag way out differs for each."""
+    from breakglass import distro  # noqa: PLC0415
+
     host, node = next(iter(a.ssh_nodes.items()))
     try:
         node.options.timeout = timeout
         node.connect()
-        return Probe("ssh", True, f"ssh reaches {host}")
     except BreakglassError as e:
         return Probe("ssh", False, str(e))
+    try:
+        found = distro.detect(node)
+    except BreakglassError as e:
+        return Probe("ssh", True, f"ssh reaches {host} (what it runs is unknown: {e})")
+    a.distros[host] = found
+    return Probe("ssh", True, f"ssh reaches {found.summary()}")
 
 
 def _probe_etcd(a: Access, timeout: float) -> Probe:
@@ -134,32 +151,47 @@ def probe(a: Access, timeout: float = 3.0) -> dict[str, Probe]:
 # Leases and Nodes) through it is often enough. Conversion: the admission flag does not switch a CRD's conversion
 # webhook off, so it is never offered; etcd (the CRD's conversion strategy) only with the apiserver down.
 ORDER = {
-    None: ("kubeapi", "talos", "kubeadm", "etcd"),
-    "bootstrap": ("kubeapi", "talos", "kubeadm", "etcd"),
-    "self-dependency": ("kubeapi", "talos", "kubeadm", "etcd"),
-    "node-lease": ("kubeapi", "talos", "kubeadm", "etcd"),
+    None: ALL_METHODS,
+    "bootstrap": ALL_METHODS,
+    "self-dependency": ALL_METHODS,
+    "node-lease": ALL_METHODS,
     "conversion": ("kubeapi", "etcd"),
 }
-NOT_FOR = {"conversion": {"talos": "--disable-admission-plugins does not switch a CRD's conversion webhook off",
-                          "kubeadm": "--disable-admission-plugins does not switch a CRD's conversion webhook off"}}
+_NO_CONVERSION = "--disable-admission-plugins does not switch a CRD's conversion webhook off"
+NOT_FOR = {"conversion": {m: _NO_CONVERSION for m in FLAG_METHODS}}
 
 
 def order_for(family: str | None) -> tuple[str, ...]:
     return ORDER.get(family, ORDER[None])
 
 
-def options(probes: dict[str, Probe], have_targets: bool = True, family: str | None = None) -> list[Option]:
+def _other_distribution(method: str, distros: dict) -> str:
+    """Why a flag way out does not fit the nodes, when the SSH probe found what they run ("" when it fits, or
+    nothing is known): kubeadm's manifest is not k3s' config, and so on."""
+    if method not in FLAG_METHODS or method == "talos" or not distros:
+        return ""
+    known = [d for d in distros.values() if d.name != "unknown"]
+    if not known or any(d.name == method for d in known):
+        return ""
+    return "; ".join(d.summary() for d in known)
+
+
+def options(probes: dict[str, Probe], have_targets: bool = True, family: str | None = None,
+            distros: dict | None = None) -> list[Option]:
     """The ways out, in the order the deadlock family calls for, each available or not with the reason (a way
     that cannot work for the family, such as the admission flag for a conversion webhook, is listed last,
     unavailable, with why)."""
-    needs = {"kubeapi": "apiserver", "talos": "talos", "kubeadm": "ssh", "etcd": "etcd"}
+    needs = {"kubeapi": "apiserver", "talos": "talos", "kubeadm": "ssh", "k3s": "ssh", "rke2": "ssh", "etcd": "etcd"}
     out = []
     order = order_for(family)
-    for method in order + tuple(m for m in ("kubeapi", "talos", "kubeadm", "etcd") if m not in order):
+    for method in order + tuple(m for m in ALL_METHODS if m not in order):
         p = probes.get(needs[method])
         summary, tradeoff = TRADEOFFS[method]
+        other = _other_distribution(method, distros or {})
         if method in NOT_FOR.get(family or "", {}):
             out.append(Option(method, False, summary, tradeoff, NOT_FOR[family][method]))
+        elif other:
+            out.append(Option(method, False, summary, tradeoff, other))
         elif p is None:
             out.append(Option(method, False, summary, tradeoff, f"no {needs[method]} access given"))
         elif not p.reachable:

@@ -153,9 +153,26 @@ def plugins_from_diagnosis(path: str | None) -> list[str]:
     raise BadInput(f"{path}: the diagnosis names no plugins to disable")
 
 
-def auto_method(access: planner.Access, have_targets: bool, timeout: float = 3.0) -> str:
+def family_from_diagnosis(path: str | None) -> str | None:
+    """The deadlock family that leads the diagnosis's verdict (bootstrap, self-dependency, node-lease,
+    conversion), which orders the ways out; None without a diagnosis or a family."""
+    if not path:
+        return None
+    import json  # noqa: PLC0415
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            verdict = json.load(f)["result"]["verdict"]
+        family = verdict.get("family") if isinstance(verdict, dict) else None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BadInput(f"{path}: not the JSON output of `breakglass diagnose` ({e})") from None
+    return family if isinstance(family, str) else None
+
+
+def auto_method(access: planner.Access, have_targets: bool, timeout: float = 3.0, family: str | None = None) -> str:
+    """The first way out that can be used: probed (SSH also says what the nodes run), in the family's order."""
     probes = planner.probe(access, timeout)
-    opts = planner.options(probes, have_targets)
+    opts = planner.options(probes, have_targets, family, access.distros)
     for o in opts:
         if o.available:
             return o.method

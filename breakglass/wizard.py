@@ -61,7 +61,8 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
         probes.update(access.local_probes())
         for pr in probes.values():
             p.say(f"  {pr.name}: {'reachable' if pr.reachable else 'NOT reachable'}: {pr.detail}")
-        opts = planner.options(probes, have_targets=True)
+        opts = planner.options(probes, have_targets=True, family=diag.verdict.family if diag else None,
+                               distros=access.distros)
         usable = [o for o in opts if o.available]
         if not usable:
             p.say("No way out can be used with this access. By hand, the same ways are:")
@@ -216,7 +217,8 @@ WAYS_IN = [
     ("kubeconfig", "kubeconfig", "An apiserver still answers (not ready is fine): point at one node directly."),
     ("talos", "Talos nodes, through talosctl", "talosctl with a talosconfig that reaches the control plane."),
     ("talos-file", "a Talos machine-config file", "The cluster is managed as code: edit the file, apply it."),
-    ("ssh", "SSH to kubeadm control-plane nodes", "Edit /etc/kubernetes/manifests/kube-apiserver.yaml on each."),
+    ("ssh", "SSH to control-plane nodes (kubeadm, k3s, RKE2)", "kubeadm: the kube-apiserver manifest; k3s, RKE2: "
+     "a drop-in of their config.yaml and a service restart. breakglass finds which the node runs."),
     ("manifest", "a kubeadm manifest on this machine", "You are on the control-plane node, as root."),
 ]
 
@@ -532,6 +534,9 @@ def _plan(p: Prompter, method: str, a: planner.Access, targets: list[dict], plug
         else:
             remedy, steps = recovery.plan_kubeadm(a.ssh_nodes, "/etc/kubernetes/manifests/kube-apiserver.yaml",
                                                   plugins, 180.0)
+        return remedy, steps, ",".join(plugins), []
+    if method in ("k3s", "rke2"):
+        remedy, steps = recovery.plan_k3s(method, a.ssh_nodes, None, None, plugins, 180.0)
         return remedy, steps, ",".join(plugins), []
     raise BadInput(f"unknown method {method}")
 

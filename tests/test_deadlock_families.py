@@ -49,9 +49,10 @@ def test_planner_orders_by_family_and_never_offers_the_flag_for_conversion():
     probes = {n: planner.Probe(n, True, "ok") for n in ("apiserver", "talos", "ssh", "etcd")}
     opts = planner.options(probes, family="conversion")
     assert [o.method for o in opts if o.available] == ["kubeapi", "etcd"]
-    assert all(not o.available and "does not switch" in o.reason for o in opts if o.method in ("talos", "kubeadm"))
+    assert all(not o.available and "does not switch" in o.reason for o in opts
+               if o.method in ("talos", "kubeadm", "k3s", "rke2"))
     assert [o.method for o in planner.options(probes, family="self-dependency")][0] == "kubeapi"
-    assert [o.method for o in planner.options(probes)] == ["kubeapi", "talos", "kubeadm", "etcd"]
+    assert [o.method for o in planner.options(probes)] == ["kubeapi", "talos", "kubeadm", "k3s", "rke2", "etcd"]
 
 
 AUDIT = ('{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"a1","stage":"ResponseComplete",'

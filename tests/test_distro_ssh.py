@@ -339,3 +339,21 @@ def test_diagnose_ssh_says_in_one_line_when_the_journal_cannot_be_read(node_sshd
     p = run_cli("diagnose", "--ssh", "cp1", *_ssh(node_sshd), env={"BREAKGLASS_NODE_ROOT": root})
     assert p.returncode != 0
     assert "Failed to open journal for k3s" in _one_line_error(p)
+
+
+# -- the planner offers the nodes' own flag way out ---------------------------------------------------------------
+@pytest.mark.parametrize("layout,taken", [("k3s", "k3s"), ("rke2", "rke2"), ("kubeadm", "kubeadm")])
+def test_auto_takes_the_flag_way_out_of_the_distribution_the_node_runs(node_sshd, root, monkeypatch, layout, taken):
+    from breakglass import planner, scripted
+    from breakglass.access.ssh import Node, SshOptions
+
+    _layout(root, layout)
+    monkeypatch.setenv("BREAKGLASS_NODE_ROOT", root)
+    a = planner.Access(ssh_nodes={"cp1": Node("cp1", SshOptions(config=node_sshd.ssh_config,
+                                                                 known_hosts=node_sshd.known_hosts))})
+    assert scripted.auto_method(a, have_targets=False) == taken
+    opts = {o.method: o for o in planner.options(planner.probe(a), False, None, a.distros)}
+    for other in {"kubeadm", "k3s", "rke2"} - {taken}:
+        assert not opts[other].available and f"cp1 runs {taken}" in opts[other].reason
+    conv = {o.method: o for o in planner.options(planner.probe(a), False, "conversion", a.distros)}
+    assert not conv[taken].available and "conversion webhook" in conv[taken].reason

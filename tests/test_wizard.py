@@ -83,8 +83,8 @@ def test_ctrl_c_at_a_prompt_is_interrupted_with_a_hint(state):
 def test_planner_orders_options_and_explains_missing_access():
     probes = {"etcd": planner.Probe("etcd", True, "ok"), "ssh": planner.Probe("ssh", False, "ssh cp1: refused")}
     opts = planner.options(probes)
-    assert [o.method for o in opts] == ["kubeapi", "talos", "kubeadm", "etcd"]
-    assert [o.available for o in opts] == [False, False, False, True]
+    assert [o.method for o in opts] == ["kubeapi", "talos", "kubeadm", "k3s", "rke2", "etcd"]
+    assert [o.available for o in opts] == [False, False, False, False, False, True]
     assert opts[2].reason == "ssh cp1: refused" and opts[0].reason == "no apiserver access given"
     assert "security gap" in opts[1].tradeoff
 

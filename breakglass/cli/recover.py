@@ -419,7 +419,8 @@ def _recover_scripted(given: dict) -> int:
             lambda: _etcd_target(args["etcd_endpoints"], args["etcd_cacert"], args["etcd_cert"], args["etcd_key"],
                                  args["etcd_prefix"], args["timeout"], args["etcd_via_ssh"], opts,
                                  args["etcd_user"], args["etcd_password"]))
-        args["method"] = Method(scripted.auto_method(access, bool(args["webhook_config"])))
+        args["method"] = Method(scripted.auto_method(access, bool(args["webhook_config"]), family=scripted.
+                                                     family_from_diagnosis(args["diagnosis"])))
         if args["output"] is Output.text:
             print(f"--auto: taking {args['method'].value}", file=sys.stderr)
     try:
