@@ -210,3 +210,32 @@ def test_recover_with_a_diagnosis_and_a_method(cluster, tmp_path):
     assert out.returncode == 0, out.stderr
     assert [s["target"] for s in json.loads(out.stdout)["result"]["steps"]] == [
         "/registry/validatingwebhookconfigurations/corp-policy-hooks"]
+
+
+def test_diagnose_given_etcd_places_each_webhook_in_its_configuration(cluster, tmp_path):
+    log = tmp_path / "apiserver.log"
+    log.write_text(lb.klog(lb.fail_closed(CORP, "dial tcp 10.96.0.50:443: connect: connection refused",
+                                          url="https://policy.corp.svc:443/validate?timeout=10s"), "W") + "\n"
+                   + lb.klog(lb.fail_closed("validate.kyverno.svc-fail", "context deadline exceeded"), "W") + "\n")
+    plain = json.loads(run_cli("diagnose", str(log), "-o", "json").stdout)["result"]
+    assert {f["webhook"]: f["configuration_source"] for f in plain["findings"]} == {
+        CORP: None, "validate.kyverno.svc-fail": "convention: Kyverno"}
+    out = run_cli("diagnose", str(log), "--etcd-endpoints", cluster.endpoint, "-o", "json")
+    assert out.returncode == 3, out.stderr
+    doc = json.loads(out.stdout)["result"]
+    placed = {f["webhook"]: (f["configuration"], f["configuration_source"]) for f in doc["findings"]}
+    assert placed == {CORP: ("corp-policy-hooks", "etcd"),
+                      "validate.kyverno.svc-fail": ("kyverno-resource-validating-webhook-cfg", "etcd")}
+    corp = next(f for f in doc["findings"] if f["webhook"] == CORP)
+    assert corp["operator_note"].startswith("Helm release corp/policy")
+    etcd = next(r for r in doc["remedies"] if r["method"] == "etcd")
+    assert "/registry/validatingwebhookconfigurations/corp-policy-hooks" in [t["etcd_key"] for t in etcd["targets"]]
+
+
+def test_diagnose_with_an_unreachable_etcd_still_diagnoses(tmp_path):
+    log = tmp_path / "apiserver.log"
+    log.write_text(lb.klog(lb.fail_closed(CORP, "connection refused"), "W") + "\n")
+    out = run_cli("diagnose", str(log), "--etcd-endpoints", "http://127.0.0.1:1", "--timeout", "1", "-o", "json")
+    assert out.returncode == 3, out.stderr
+    doc = json.loads(out.stdout)
+    assert any("could not read the webhook configurations from etcd" in w for w in doc["warnings"])

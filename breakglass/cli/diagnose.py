@@ -8,7 +8,15 @@ from typing_extensions import Annotated
 
 from breakglass.cli._base import (
     app,
+    ContextOpt,
+    EtcdCacertOpt,
+    EtcdCertOpt,
+    EtcdEndpointsOpt,
+    EtcdKeyOpt,
+    EtcdPrefixOpt,
     Engine,
+    KubeconfigOpt,
+    TimeoutOpt,
     KnownHostsOpt,
     Output,
     OutputOpt,
@@ -63,6 +71,9 @@ def diagnose(
     ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
     ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
     known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
+    kubeconfig: KubeconfigOpt = None, context: ContextOpt = None, etcd_endpoints: EtcdEndpointsOpt = None,
+    etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None, etcd_key: EtcdKeyOpt = None,
+    etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
 ) -> None:
     """Name the admission deadlock in kube-apiserver logs.
 
@@ -77,6 +88,12 @@ def diagnose(
       talosctl -n 10.0.0.2 logs -k kube-system/kube-apiserver-cp1:kube-apiserver | breakglass diagnose
 
       breakglass diagnose apiserver.log.gz ticket-paste.txt -o json
+
+      breakglass diagnose apiserver.log --etcd-endpoints https://127.0.0.1:2379
+
+    With --etcd-endpoints (or --kubeconfig) each webhook the log names is placed in the
+    configuration that defines it, as the cluster holds it, instead of a vendor's naming
+    convention; only those flags make diagnose read the cluster.
 
     Exit code 3 when something needs action, 0 when nothing was found.
     """
@@ -114,6 +131,8 @@ def diagnose(
         finally:
             if progress:
                 print("\r\033[K", end="", file=sys.stderr, flush=True)
+        if etcd_endpoints or kubeconfig:
+            warnings += _place_in_cluster(diag)
         if found:
             from breakglass.distro_ways import tailor  # noqa: PLC0415
 
@@ -121,5 +140,22 @@ def diagnose(
         code = int(ExitCode.FOUND if diag.verdict.needs_action else ExitCode.OK)
         _show(output, "Diagnosis", diag, lambda: _render().diagnosis(diag, warnings, verbose), code, warnings)
         return code
+
+    def _place_in_cluster(diag) -> list[str]:
+        """The findings' configurations from the cluster; a cluster that cannot be read is a warning: the
+        diagnosis of the log stands without it."""
+        from breakglass.cli.inventory import _load_inventory  # noqa: PLC0415
+        from breakglass.cli._base import Source  # noqa: PLC0415
+        from breakglass.diagnose import cluster  # noqa: PLC0415
+        from breakglass.errors import BreakglassError  # noqa: PLC0415
+
+        source = "etcd" if etcd_endpoints else "api"
+        try:
+            inv = _load_inventory(None, Source(source), kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert,
+                                  etcd_key, etcd_prefix, timeout, None, None)
+        except BreakglassError as e:
+            return [f"could not read the webhook configurations from {source} ({e}): configurations named here "
+                    f"come from the log or a vendor's naming convention"]
+        return [f"{n} (read from {source})" for n in cluster.place(diag, inv.configs, source)]
 
     _run(output, verbose, body)
