@@ -363,8 +363,10 @@ KYVERNO_LABELS = {"webhook.kyverno.io/managed-by": "kyverno"}
 class Session:
     """A fresh etcd and kube-apiserver on loopback, in ``fmt`` (text | json), with ``extra`` flags."""
 
-    def __init__(self, version: str, binary: str, workdir: str, fmt: str, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, version: str, binary: str, workdir: str, fmt: str, extra: tuple[str, ...] = (),
+                 audit_policy: str | None = None) -> None:
         self.version, self.binary, self.fmt, self.extra = version, binary, fmt, extra
+        self.audit_policy = audit_policy  # instead of the launcher's (which drops Leases), when given
         self.dir = tempfile.mkdtemp(prefix=f"v{version}-{fmt}-", dir=workdir)
         self.layout = Layout(self.dir)
         self.keys = pkimod.make(self.layout.pki_dir)
@@ -413,6 +415,9 @@ class Session:
     def up(self) -> None:
         self.start_etcd()
         api.write_files(self.layout, self.keys, self.url)
+        if self.audit_policy is not None:
+            from breakglass.textfile import write_private
+            write_private(self.layout.audit_policy, self.audit_policy.encode())
         self.start_apiserver()
         api.wait_state(self.client, "ready", 180, alive=self.alive)
         self.client.must("POST", "/api/v1/namespaces",
@@ -495,9 +500,14 @@ class Live:
 
     def __init__(self, s: Session) -> None:
         self.s = s
+        self.extras: list[tuple[str, str, bytes]] = []  # (cause, kind, bytes): what a client printed
 
     def run(self, cause: str, kind: str, config: dict, how: str, trigger=None, settle: float = 1.5,
-            audit: bool = False) -> tuple[Capture, bytes, bytes | None]:
+            audit: bool = False, audit_marker: bytes = b"webhook.admission.k8s.io/", until: bytes | None = None,
+            until_s: float = 0, after=None) -> tuple[Capture, bytes, bytes | None]:
+        """``until``: after the first call is logged, wait up to ``until_s`` seconds more for a line holding it (the
+        apiserver's own lease renewal, every 10 s). ``after``: called with the running configuration still in
+        place, returns (kind, bytes) a client printed, kept with the capture, or None."""
         s = self.s
         hook = config["webhooks"][0]
         name, cfg = hook["name"], config["metadata"]["name"]
@@ -516,9 +526,15 @@ class Live:
                     break
             else:
                 raise RuntimeError(f"{cause}: the apiserver logged nothing about {name} in 30s")
+            if until is not None:
+                _wait_for(lambda: until in s.log_since(offset), until_s)
+            if after is not None:
+                printed = after()
+                if printed is not None:
+                    self.extras.append((cause, *printed))
             time.sleep(settle)  # the lines that follow a call (HandleError's) come a moment later
             data = window(s.log_since(offset), [marker], before=0)
-            audit_data = window(_read_from(s.layout.audit_log, audit_offset), [b"webhook.admission.k8s.io/"]) \
+            audit_data = window(_read_from(s.layout.audit_log, audit_offset), [audit_marker]) \
                 if audit else None
         finally:
             s.client.must("DELETE", f"{PATHS[kind]}/{cfg}", ok=(200, 202, 404))
@@ -594,7 +610,8 @@ LIVE = ("connection-refused", "mutating-refused", "timeout", "timeout-no-respons
         "fail-open", "canceled")
 ROUTING = ("endpoints-not-found", "no-endpoints")
 RESTART = ("deadlock", "deadlock-denied", "fatal-hook")  # "deadlock" is "restart-no-deadlock" before 1.33
-CAUSES = LIVE + ROUTING + RESTART
+FAMILY_CAUSES = ("self-dependency", "node-lease-refused", "node-lease-denied", "conversion-down")  # issue 21
+CAUSES = LIVE + ROUTING + RESTART + FAMILY_CAUSES
 
 Result = tuple[Capture, bytes, bytes | None]  # the capture, its apiserver log window, its audit log window
 
@@ -759,6 +776,231 @@ def routing_causes(s: Session, want) -> list[Result]:
     return out
 
 
+# -- the deadlock families of issue 21 ---------------------------------------------------------------------------------
+
+# The launcher's audit policy, with Leases kept at Metadata too: where the lease captures show which Lease failed.
+AUDIT_WITH_LEASES = api.AUDIT_POLICY.replace(
+    '- level: None\n  resources:\n  - group: coordination.k8s.io\n    resources: ["leases"]\n', '')
+FREEZE_DENIAL = "cluster is frozen for the change window: {kind} {namespace}/{name} may not be changed"
+BACKEND_NS, BACKEND_RS = "kyverno", "kyverno-admission-controller-5d9f8b7c4"
+CRD_GROUP, CRD_PLURAL, CRD_KIND = "capture.breakglass.dev", "widgets", "Widget"
+CRD_NAME = f"{CRD_PLURAL}.{CRD_GROUP}"
+
+
+def kubectl(s: Session, *args: str, files: dict[str, dict] | None = None) -> tuple[str, bytes] | None:
+    """What kubectl prints (stderr, then stdout) for ``args`` against this apiserver, run in the session's
+    directory so the file names it prints are the ones given here; None when there is no kubectl."""
+    binary = shutil.which("kubectl")
+    if binary is None:
+        return None
+    for name, obj in (files or {}).items():
+        with open(os.path.join(s.dir, name), "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2)
+    p = subprocess.run([binary, "--kubeconfig", s.layout.kubeconfig, "--cache-dir", os.path.join(s.dir, "kube-cache"),
+                        *args], cwd=s.dir, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    if p.returncode == 0:
+        return None  # nothing failed: nothing to keep
+    return "kubectl", p.stderr + p.stdout
+
+
+def _namespace(s: Session, name: str) -> None:
+    s.client.must("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                  ok=(201, 409))
+
+
+def _service_without_endpoints(s: Session, ns: str, name: str, app: str) -> None:
+    """A ClusterIP Service whose pods are gone (no endpoints; under --enable-aggregator-routing=true nothing is
+    dialled, which check_loopback verifies)."""
+    _namespace(s, ns)
+    s.client.must("POST", f"/api/v1/namespaces/{ns}/services",
+                  {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                   "spec": {"selector": {"app.kubernetes.io/name": app},
+                            "ports": [{"name": "https", "port": 443, "targetPort": 9443}]}}, ok=(201, 409))
+    if s.minor < 33:  # the resolver reads the Endpoints object there, which no kube-controller-manager made
+        s.client.must("POST", f"/api/v1/namespaces/{ns}/endpoints",
+                      {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": name}, "subsets": []},
+                      ok=(201, 409))
+
+
+def _backend_pod(rs: dict) -> dict:
+    """The pod a ReplicaSet controller would create for ``rs`` (there is no kube-controller-manager here)."""
+    tmpl = rs["spec"]["template"]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": rs["metadata"]["name"] + "-", "namespace": BACKEND_NS,
+                         "labels": tmpl["metadata"]["labels"],
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": rs["metadata"]["name"], "uid": rs["metadata"]["uid"],
+                                              "controller": True, "blockOwnerDeletion": True}]},
+            "spec": tmpl["spec"]}
+
+
+def self_dependency(s: Session, live: Live) -> Result:
+    """Kyverno's webhook (Fail) on pod creates everywhere, its own namespace included; its Service has no
+    endpoints (its pods are gone); the ReplicaSet's replacement pod is created in kyverno as the ReplicaSet
+    controller would: refused, so the backend can never come back."""
+    _service_without_endpoints(s, BACKEND_NS, "kyverno-svc", "kyverno")
+    s.client.must("POST", f"/api/v1/namespaces/{BACKEND_NS}/serviceaccounts",  # no controller-manager makes it
+                  {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}, ok=(201, 409))
+    labels = {"app.kubernetes.io/name": "kyverno", "app.kubernetes.io/component": "admission-controller",
+              "pod-template-hash": "5d9f8b7c4"}
+    rs = s.client.must("POST", f"/apis/apps/v1/namespaces/{BACKEND_NS}/replicasets", {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": BACKEND_RS, "labels": labels},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                     {"name": "kyverno", "image": "reg.kyverno.io/kyverno/kyverno:v1.13.4"}]}}}})
+    pod = _backend_pod(rs)
+    cfg = configuration("validating", scenarios.KYVERNO_NAME, webhook(
+        "validate.kyverno.svc-fail", service_config("kyverno", "kyverno-svc", "/validate/fail", s.keys.ca),
+        resources=("pods",)), KYVERNO_LABELS)
+    return live.run(
+        "self-dependency", "validating", cfg,
+        "--enable-aggregator-routing=true; Kyverno-shaped webhook (Fail) on pod creates in every namespace, by "
+        "service: reference to kyverno/kyverno-svc, which has no endpoints (its pods are gone); the pod its "
+        "ReplicaSet kyverno/" + BACKEND_RS + " needs is created in kyverno as the ReplicaSet controller would "
+        "(ownerReferences to it); the audit log's window is kept (it names the request's namespace), and what "
+        "kubectl prints for the same pod",
+        trigger=lambda: s.client.call("POST", f"/api/v1/namespaces/{BACKEND_NS}/pods", pod),
+        audit=s.fmt == "text", audit_marker=b"validate.kyverno.svc-fail",
+        after=(lambda: kubectl(s, "create", "-f", "kyverno-admission-controller-pod.yaml",
+                               files={"kyverno-admission-controller-pod.yaml": pod}))
+        if s.fmt == "text" else None)
+
+
+def conversion_down(s: Session) -> tuple[Result, list[tuple[str, str, bytes]]]:
+    """A CRD with two versions, objects stored in v1, then its conversion switched to a webhook whose Service
+    has no endpoints: the apiserver's watch cache of v1beta1 cannot list, and reads in v1beta1 fail."""
+    _service_without_endpoints(s, "widget-system", "widget-conversion", "widget-conversion")
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": CRD_NAME},
+           "spec": {"group": CRD_GROUP, "scope": "Namespaced",
+                    "names": {"plural": CRD_PLURAL, "singular": "widget", "kind": CRD_KIND, "listKind": "WidgetList"},
+                    "versions": [{"name": "v1beta1", "served": True, "storage": False, "schema": schema},
+                                 {"name": "v1", "served": True, "storage": True, "schema": schema}],
+                    "conversion": {"strategy": "None"}}}
+    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    s.client.must("POST", base, crd)
+    if not _wait_for(lambda: any(c.get("type") == "Established" and c.get("status") == "True" for c in
+                                 (s.client.must("GET", f"{base}/{CRD_NAME}").get("status") or {}).get("conditions")
+                                 or ()),
+                     30):
+        raise RuntimeError(f"CRD {CRD_NAME} not established in 30 s")
+    objs = f"/apis/{CRD_GROUP}/v1/namespaces/{NAMESPACE}/{CRD_PLURAL}"
+    for name in ("blue", "green"):
+        deadline = time.monotonic() + 20
+        while True:
+            status, body = s.client.call("POST", objs, {"apiVersion": f"{CRD_GROUP}/v1", "kind": CRD_KIND,
+                                                        "metadata": {"name": name}, "spec": {"size": 3}})
+            if status in (201, 409) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)  # the new resource's storage is served a moment after Established
+        if status not in (201, 409):
+            raise RuntimeError(f"cannot create {CRD_KIND} {name}: HTTP {status}: {body.get('message')}")
+    offset, audit_offset = s.log_size(), _size(s.layout.audit_log)
+    current = s.client.must("GET", f"{base}/{CRD_NAME}")
+    current["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"namespace": "widget-system", "name": "widget-conversion", "path": "/convert",
+                                     "port": 443}, "caBundle": ca_bundle(s.keys.ca)}}}
+    check_loopback(s, {"clientConfig": current["spec"]["conversion"]["webhook"]["clientConfig"]})
+    s.client.must("PUT", f"{base}/{CRD_NAME}", current)
+    marker = b"conversion webhook for"
+    response = None
+    old = f"/apis/{CRD_GROUP}/v1beta1/namespaces/{NAMESPACE}/{CRD_PLURAL}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        status, body = s.client.call("GET", old + "/blue")
+        if status != 200:
+            response = {"status": status, "message": body.get("message")}
+            if _wait_for(lambda: marker in s.log_since(offset), 3):
+                break
+    else:
+        raise RuntimeError("conversion: the apiserver logged no conversion failure in 30 s")
+    extras = []
+    if s.fmt == "text":
+        for args in (("get", f"{CRD_PLURAL}.v1beta1.{CRD_GROUP}", "-n", NAMESPACE),
+                     ("get", f"{CRD_PLURAL}.v1beta1.{CRD_GROUP}", "blue", "-n", NAMESPACE, "-o", "yaml")):
+            printed = kubectl(s, *args)
+            if printed is not None:
+                extras.append(("conversion-down", *printed))
+    time.sleep(3)  # the watch cache retries its list: a few lines more
+    data = window(s.log_since(offset), [marker], before=0)
+    audit_data = window(_read_from(s.layout.audit_log, audit_offset), [marker]) if s.fmt == "text" else None
+    current = s.client.must("GET", f"{base}/{CRD_NAME}")
+    current["spec"]["conversion"] = {"strategy": "None"}
+    s.client.must("PUT", f"{base}/{CRD_NAME}", current)
+    how = (f"--enable-aggregator-routing=true; CRD {CRD_NAME} with versions v1beta1 and v1 (storage), two Widgets "
+           f"stored in v1, then spec.conversion switched to Webhook by service: reference to "
+           f"widget-system/widget-conversion (caBundle the sandbox CA), which has no endpoints; a GET of a Widget "
+           f"in v1beta1 (and kubectl get in v1beta1)")
+    cap = Capture("conversion-down", None, None, None, None, response, how)
+    return (cap, data, audit_data), extras
+
+
+def node_lease(s: Session, live: Live, denied: bool) -> Result:
+    """A webhook (Fail) on Lease creates and updates, everywhere: down (a dead loopback port), or up and denying
+    as a policy engine's freeze mode does. A kubelet's renewal of its Lease in kube-node-lease is refused, and
+    so is the apiserver's own lease in kube-system (its lease controller, the kubelet's code, logs it)."""
+    lease_path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+    node = "worker-1"
+
+    def now() -> str:
+        return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    s.client.must("POST", lease_path, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                       "metadata": {"name": node},
+                                       "spec": {"holderIdentity": node, "leaseDurationSeconds": 40,
+                                                "renewTime": now()}}, ok=(201, 409))
+
+    def renew():
+        lease = s.client.must("GET", f"{lease_path}/{node}")
+        lease["spec"]["renewTime"] = now()
+        return s.client.call("PUT", f"{lease_path}/{node}", lease)
+
+    backend = Backend("deny", (s.keys.webhook_cert, s.keys.webhook_key), FREEZE_DENIAL) if denied else None
+    try:
+        url = (backend.url if backend else f"https://{LOOPBACK}:{free_port()}") + "/validate"
+        name = "freeze.capture.breakglass.dev" if denied else "leases.capture.breakglass.dev"
+        cfg = configuration("validating", "capture-freeze" if denied else "capture-lease-guard", webhook(
+            name, url_config(url, s.keys.ca), resources=("leases",), operations=("CREATE", "UPDATE"),
+            groups=("coordination.k8s.io",)))
+        cause = "node-lease-denied" if denied else "node-lease-refused"
+        how = ("a webhook (Fail) on Lease creates and updates in every namespace, " +
+               ("whose backend answers allowed: false (a policy engine's freeze mode)" if denied
+                else "at a dead loopback port") +
+               f"; a kubelet's renewal (PUT) of Lease kube-node-lease/{node}, and the apiserver's own lease renewal "
+               f"in kube-system, which its lease controller (the kubelet's) logs; the audit log (Leases at "
+               f"Metadata in this run) names each Lease")
+        return live.run(cause, "validating", cfg, how, trigger=renew, audit=s.fmt == "text",
+                        audit_marker=name.encode(), until=b"ailed to update lease", until_s=25)
+    finally:
+        if backend:
+            backend.close()
+
+
+FAMILY = FAMILY_CAUSES
+
+
+def family_causes(s: Session, want) -> tuple[list[Result], list[tuple[str, str, bytes]]]:
+    """The deadlock families (issue 21) on one apiserver with --enable-aggregator-routing=true (Services resolve
+    to their endpoints, of which there are none: nothing is dialled) and Leases audited."""
+    live = Live(s)
+    out: list[Result] = []
+    extras: list[tuple[str, str, bytes]] = []
+    if want("self-dependency"):
+        out.append(self_dependency(s, live))
+    if want("node-lease-refused"):
+        out.append(node_lease(s, live, denied=False))
+    if want("node-lease-denied"):
+        out.append(node_lease(s, live, denied=True))
+    if want("conversion-down"):  # last: the old watch cache keeps retrying a while after conversion is undone
+        result, printed = conversion_down(s)
+        out.append(result)
+        extras += printed
+    return out, extras + live.extras
+
+
 def deadlock(s: Session, denied: bool = False) -> tuple[Result, str]:
     """The seed story: Kyverno's every-resource webhook, the default ServiceCIDR and IPAddress objects removed from
     etcd while the apiserver is stopped (a cluster upgraded from 1.32), restart. Its backend is down, or (denied)
@@ -907,8 +1149,8 @@ def capture_version(version: str, binary: str, out_root: str, workdir: str, only
     def want(cause: str) -> bool:
         return only is None or cause in only
 
-    def session(fmt: str, extra: tuple[str, ...] = ()) -> Session:
-        s = Session(version, binary, workdir, fmt, extra)
+    def session(fmt: str, extra: tuple[str, ...] = (), audit_policy: str | None = None) -> Session:
+        s = Session(version, binary, workdir, fmt, extra, audit_policy)
         say(f"v{version} {fmt}{' ' + ' '.join(extra) if extra else ''}: a fresh etcd and kube-apiserver")
         try:
             s.up()
@@ -935,6 +1177,20 @@ def capture_version(version: str, binary: str, out_root: str, workdir: str, only
             s = session(fmt, ("--enable-aggregator-routing=true",))
             try:
                 keep_all(routing_causes(s, want), fmt, s)
+            finally:
+                s.down()
+        if any(want(c) for c in FAMILY):
+            s = session(fmt, ("--enable-aggregator-routing=true",), AUDIT_WITH_LEASES)
+            try:
+                results, printed = family_causes(s, want)
+                keep_all(results, fmt, s)
+                caps = {r[0].cause: r[0] for r in results}
+                seen: dict[str, int] = {}
+                for cause, kind, data in printed:
+                    seen[cause] = seen.get(cause, 0) + 1
+                    n = seen[cause]
+                    out.keep(caps[cause], kind if n == 1 else f"{kind}-{n}",
+                             f"{cause}.{kind}{'' if n == 1 else '-' + str(n)}.txt", data, s)
             finally:
                 s.down()
         for cause in RESTART:

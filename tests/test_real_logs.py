@@ -54,12 +54,17 @@ EXPECT = {
     "fatal-hook": ("deadlocked", "webhook-unreachable", "unreachable", "connection refused"),
 }
 NEEDS_ACTION = {"deadlocked", "degraded", "leaking"}
+# The deadlock families of issue 21, produced by the same apiserver: their expectations are in
+# tests/test_real_families.py.
+FAMILY_CAUSES = {"self-dependency", "node-lease-refused", "node-lease-denied", "conversion-down"}
 
 
 def _cases() -> list:
     out = []
     for version, m in MANIFESTS.items():
         for cap in m["captures"]:
+            if cap["cause"] in FAMILY_CAUSES:
+                continue
             for kind, name in sorted(cap["files"].items()):
                 if kind != "readyz":
                     out.append(pytest.param(version, cap, kind, name, id=f"{version}/{name}"))
@@ -80,7 +85,7 @@ def test_fixtures_are_there_and_described():
     for version, m in MANIFESTS.items():
         assert f"## {version}" in readme
         causes = {c["cause"] for c in m["captures"]}
-        assert causes <= set(EXPECT), causes - set(EXPECT)
+        assert causes <= set(EXPECT) | FAMILY_CAUSES, causes - set(EXPECT) - FAMILY_CAUSES
         # the core causes, on every version
         assert {"connection-refused", "timeout", "tls-unknown-authority", "service-not-found", "no-endpoints",
                 "denied", "fail-open"} <= causes

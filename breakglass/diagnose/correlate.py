@@ -130,7 +130,8 @@ class Correlator:
         self.configurations: dict[str, str] = {}  # webhook -> configuration, when a log line names it
         self.traced: dict[str, dict[tuple, int]] = {}  # webhook -> requests its slow-call traces name
         self.last_ts: dict[str, float] = {}  # source -> the latest time any event of it carries
-        # Sources that hold the apiserver's own dispatcher lines (`Failed calling webhook, failing …`): a Lease
+        # Sources that hold the apiserver's own dispatcher lines (`Failed calling webhook, failing …`, `rejected by
+        # webhook …`): a Lease
         # there with no namespace is the apiserver's identity lease, not a node's or a controller's.
         self.apiserver_sources: set[str] = set()
         self.matched = 0
@@ -170,6 +171,8 @@ class Correlator:
 
     def _on_webhook_denied(self, ev: Event) -> None:
         assert ev.webhook
+        if ev.mode == "deny":  # the dispatcher's own `rejected by webhook` line: this is the apiserver's log
+            self.apiserver_sources.add(ev.record.source)
         acc = self._acc(("deny", ev.webhook), "deny")
         acc.webhook = ev.webhook
         acc.add(ev, EVIDENCE_HEAD)

@@ -124,6 +124,8 @@ def node_lease(requests: dict[tuple, int], apiserver_only: bool = False) -> str 
     for (ns, kind, name), _n in sorted(requests.items(), key=lambda kv: -kv[1]):
         if kind == "Lease" and ns is None and apiserver_only:
             continue
+        if kind == "Lease" and ns == "kube-system" and (name or "").startswith("apiserver-"):
+            continue  # the same identity lease, named (an audit event): `apiserver-<hash>` in kube-system
         if kind == "Lease":
             return f"Lease {ns + '/' if ns else ''}{name or ''}".rstrip("/ ") + (
                 " (node heartbeats)" if ns == "kube-node-lease" else "")
@@ -175,8 +177,10 @@ class Builder:
             if f is None:
                 continue
             findings.append(f)
+            # A hook whose write this webhook is shown refusing is explained by it, deadlock or not (the identity
+            # lease controller's `failed 5 attempts to update lease` lines name no webhook, the lines before do).
+            explained |= set(f.hooks)
             if f.bootstrap_deadlock:
-                explained |= set(f.hooks)
                 _add_evidence(f.evidence, [o for o in stuck if o.hook in f.hooks], "context", self.n + 6)
         # A fatal hook under its old name (`ca-registration`) whose line the deadlock already shows is explained too.
         shown = {e.location for f in findings if f.bootstrap_deadlock for e in f.evidence}

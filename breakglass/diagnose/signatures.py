@@ -381,7 +381,9 @@ def classify(rec: LogRecord) -> list[Event]:
     rej = REJECTED.search(msg)
     if rej:
         d = DENIED.search(rej["detail"])
-        events.append(Event("webhook-denied", rec, webhook=rej["hook"], webhook_type="validating",
+        # The validating dispatcher's own line (`rejected by webhook "x": &errors.StatusError{…}`): mode "deny"
+        # marks the apiserver's log, as the failing-closed line does for a call.
+        events.append(Event("webhook-denied", rec, webhook=rej["hook"], webhook_type="validating", mode="deny",
                             detail=(d["msg"] if d and d["msg"] else rej["detail"])[:2000],
                             request=request_of(msg[:rej.start()], rec)))
     else:
