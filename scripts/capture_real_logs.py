@@ -9,6 +9,9 @@ sandbox's launcher: breakglass.sandbox.apiserver), produces one failure at a tim
 would meet it, and keeps the window of log lines it caused, byte for byte, in
 tests/fixtures/real/v<version>/<cause>.log (.json.log for JSON logging). Lines are only ever cut to a window,
 never edited. tests/fixtures/real/README.md and v<version>/captures.json say what was made, when and how.
+Issue 21's deadlock families (self-dependency, node-lease-refused, node-lease-denied, conversion-down) run on one
+apiserver with endpoint routing and Leases audited; their audit log windows and what kubectl printed for the same
+request (<cause>.kubectl.txt) are kept too.
 
 Nothing leaves loopback: webhooks are called at a ``url:`` on 127.0.0.1 (a dead port, or a backend this script
 runs in a thread), or through a ``service:`` reference that the apiserver cannot resolve to an address (the
