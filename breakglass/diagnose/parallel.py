@@ -35,11 +35,9 @@ def plan(src: sources.LogSource, head_size: int) -> Plan | None:
     """How to split ``src``, or None to read it in one pass (not a local plain file, small, one core...)."""
     if src.path is None or MIN_SIZE <= 0:
         return None
-    cpus = min(forked.usable_cpus(), MAX_PARTS)
-    if cpus < 2 or not forked.can_fork():
-        return None
+    cpus = forked.parts_here(MAX_PARTS)
     try:
-        opened = split.open_regular(src.path)
+        opened = split.open_regular(src.path) if cpus else None
     except OSError as e:
         raise sources.os_error(src.name, e) from None
     if opened is None:

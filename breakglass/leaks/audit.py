@@ -95,11 +95,9 @@ def _plan(src, first: bytes, batches: bool) -> tuple[int, list[tuple[int, int]]]
     The caller closes the fd."""
     if batches or src.path is None:
         return None
-    cpus = min(forked.usable_cpus(), PARTS_MAX)
-    if cpus < 2 or not forked.can_fork():
-        return None
+    cpus = forked.parts_here(PARTS_MAX)
     try:
-        opened = split.open_regular(src.path)
+        opened = split.open_regular(src.path) if cpus else None
     except OSError:
         return None  # read it in one pass, which reports the error as it always has
     if opened is None:

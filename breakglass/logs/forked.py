@@ -41,6 +41,13 @@ def can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
+def parts_here(most: int) -> int:
+    """How many parts a scan may run in at once here: the usable cores (at most ``most``), 0 when it cannot fork
+    (one core, no fork, or a process with threads)."""
+    cpus = min(usable_cpus(), most)
+    return cpus if cpus >= 2 and can_fork() else 0
+
+
 class ChildFailed(RuntimeError):
     """A child died without saying why (killed, out of memory): the caller scans that part itself."""
 

@@ -81,7 +81,7 @@ def _diff(path: str, old: str | None, new: str | None) -> str:
                                         "/dev/null" if new is None else f"{path} (new)", n=0))
 
 
-class K3sFlags:
+class K3sFlags(nodefile.Nodes):
     def __init__(self, distro: str, nodes: dict, config: str | None = None, dropin_dir: str | None = None,
                  plugins: list[str] = (), verify_timeout: float = 180.0, restart: bool = True,
                  local: bool = False, backup_dir: str | None = None) -> None:
@@ -106,12 +106,6 @@ class K3sFlags:
         return {"distro": self.distro.name, "hosts": list(self.nodes), "config": self.config,
                 "dropin_dir": self.dropin_dir, "plugins": self.plugins, "local": self.local,
                 "restart": self.restart, "backup_dir": self.backup_dir}
-
-    def _node(self, host: str):
-        node = self.nodes.get(host)
-        if node is None:
-            raise BadInput(f"no connection to {host} (pass it with --ssh)")
-        return node
 
     # -- plan ----------------------------------------------------------------------------------------
     def plan(self) -> list[Step]:

@@ -111,7 +111,7 @@ def process_with_flag(flag: str) -> str:
             "grep -E '(^|/)kube-apiserver ' | grep -F -- " + shlex.quote(flag + " ") + " | head -1")
 
 
-class KubeadmFlags:
+class KubeadmFlags(nodefile.Nodes):
     method = "kubeadm"
 
     def __init__(self, nodes: dict, manifest: str = DEFAULT_MANIFEST, plugins: list[str] = (),
@@ -129,12 +129,6 @@ class KubeadmFlags:
     def describe_target(self) -> dict:
         return {"hosts": list(self.nodes), "manifest": self.manifest, "plugins": self.plugins, "local": self.local,
                 "backup_dir": self.backup_dir}
-
-    def _node(self, host: str):
-        node = self.nodes.get(host)
-        if node is None:
-            raise BadInput(f"no connection to {host} (pass it with --ssh)")
-        return node
 
     def plan(self) -> list[Step]:
         plugins = flags.check_plugins(self.plugins)

@@ -20,6 +20,18 @@ from breakglass.errors import BadInput, PreconditionFailed, Unreachable
 ABSENT = ""  # the expected sha256 of a file that must not exist yet
 
 
+class Nodes:
+    """Mixin for a remedy that acts on nodes by host name (``self.nodes``: host -> connection)."""
+
+    nodes: dict
+
+    def _node(self, host: str):
+        node = self.nodes.get(host)
+        if node is None:
+            raise BadInput(f"no connection to {host} (pass it with --ssh)")
+        return node
+
+
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
