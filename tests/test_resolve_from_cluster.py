@@ -220,6 +220,8 @@ def test_diagnose_given_etcd_places_each_webhook_in_its_configuration(cluster, t
     plain = json.loads(run_cli("diagnose", str(log), "-o", "json").stdout)["result"]
     assert {f["webhook"]: f["configuration_source"] for f in plain["findings"]} == {
         CORP: None, "validate.kyverno.svc-fail": "convention: Kyverno"}
+    manual = next(r for r in plain["remedies"] if r["method"] == "etcd")["manual"]
+    assert any(m.startswith(f"breakglass recover --method etcd --webhook {CORP} --dry-run") for m in manual)
     out = run_cli("diagnose", str(log), "--etcd-endpoints", cluster.endpoint, "-o", "json")
     assert out.returncode == 3, out.stderr
     doc = json.loads(out.stdout)["result"]

@@ -193,7 +193,10 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
         tradeoff="Surgical (only the culprit goes), but bypasses the apiserver and its audit log; an operator "
                  "may recreate the configuration.",
         targets=named, manual=etcd_manual or [
-            "# the configuration name is not in the logs: list what etcd holds, webhooks and all",
+            "# the configuration name is not in the logs: breakglass finds the one defining the webhook in etcd",
+            *[f"breakglass recover --method etcd --webhook {shlex.quote(h)} --dry-run --etcd-endpoints "
+              "https://127.0.0.1:2379 --etcd-cacert ... --etcd-cert ... --etcd-key ..."
+              for h in dict.fromkeys(t["webhook"] for t in targets if t["webhook"] and not t["configuration"])],
             "breakglass webhooks --etcd-endpoints https://127.0.0.1:2379 --etcd-cacert ... --etcd-cert ... --etcd-key ..."]))
     if conv:  # the flag options above are for the admission webhooks only; conversion has its own ways out
         opts += [RemedyOption(o.method, len(opts) + i, o.applicable, o.summary, o.tradeoff, o.plugins, o.targets,
