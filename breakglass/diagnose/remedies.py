@@ -121,6 +121,17 @@ def _family_manual(findings: list[Finding], targets: list[dict]) -> list[str]:
     return out
 
 
+def _unplaced(targets: list[dict]) -> list[str]:
+    """The etcd way out for webhooks the log names without their configuration: breakglass finds it in etcd."""
+    hooks = list(dict.fromkeys(t["webhook"] for t in targets if t["webhook"] and not t["configuration"]))
+    if not hooks:
+        return []
+    etcd = "--etcd-endpoints https://127.0.0.1:2379 --etcd-cacert ... --etcd-cert ... --etcd-key ..."
+    return (["# the configuration name is not in the logs: breakglass finds the one defining the webhook in etcd"]
+            + [f"breakglass recover --method etcd --webhook {shlex.quote(h)} --dry-run {etcd}" for h in hooks]
+            + [f"breakglass webhooks {etcd}"])
+
+
 def options(findings: list[Finding]) -> list[RemedyOption]:
     conv = [f for f in findings if f.deadlock == CONVERSION and f.severity != INFO]
     culprits = [f for f in findings if (f.webhook or f.policy) and f.mode in ("closed", "deny") and f.severity != INFO
@@ -192,12 +203,7 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
                 "the webhook at once, without a restart.",
         tradeoff="Surgical (only the culprit goes), but bypasses the apiserver and its audit log; an operator "
                  "may recreate the configuration.",
-        targets=named, manual=etcd_manual or [
-            "# the configuration name is not in the logs: breakglass finds the one defining the webhook in etcd",
-            *[f"breakglass recover --method etcd --webhook {shlex.quote(h)} --dry-run --etcd-endpoints "
-              "https://127.0.0.1:2379 --etcd-cacert ... --etcd-cert ... --etcd-key ..."
-              for h in dict.fromkeys(t["webhook"] for t in targets if t["webhook"] and not t["configuration"])],
-            "breakglass webhooks --etcd-endpoints https://127.0.0.1:2379 --etcd-cacert ... --etcd-cert ... --etcd-key ..."]))
+        targets=named, manual=etcd_manual + _unplaced(targets)))
     if conv:  # the flag options above are for the admission webhooks only; conversion has its own ways out
         opts += [RemedyOption(o.method, len(opts) + i, o.applicable, o.summary, o.tradeoff, o.plugins, o.targets,
                               o.manual, o.family) for i, o in enumerate(_conversion_options(conv), 1)]
