@@ -411,3 +411,18 @@ def test_a_missing_etcd_password_is_asked_for_hidden_on_a_terminal(etcd_auth, tm
     assert proc.wait(30) == 0, seen
     os.close(master)
     assert b"policy-prompt" in seen and PASSWORD.encode() not in seen  # not echoed, not printed
+
+
+def test_a_refused_ssh_connection_says_so_in_plain_words():
+    import socket
+
+    from breakglass.access.ssh import Node, SshOptions
+    from breakglass.errors import Unreachable
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    with pytest.raises(Unreachable) as e:
+        Node("127.0.0.1", SshOptions(port=port, timeout=2)).connect()
+    assert str(e.value) == f"ssh 127.0.0.1:{port}: cannot connect (Connection refused)"

@@ -388,5 +388,10 @@ def _pipe(src, dst) -> None:
 
 
 def _reason(e: BaseException) -> str:
+    errors = getattr(e, "errors", None)  # paramiko's NoValidConnectionsError: {(addr, port): OSError}
+    if isinstance(errors, dict) and errors:
+        first = next(iter(errors.values()))
+        text = getattr(first, "strerror", None) or str(first)
+        return f"cannot connect ({text})"[:200]
     text = str(e) or type(e).__name__
     return text.splitlines()[0][:200]
