@@ -20,7 +20,6 @@ from __future__ import annotations
 import difflib
 import os
 import shlex
-import time
 
 from breakglass import textfile
 from breakglass.access.ssh import quoted_path, remote_path
@@ -204,18 +203,11 @@ class K3sFlags(nodefile.Nodes):
         journal = (f"journalctl -u {shlex.quote(service)} --since @{since} -o cat 2>/dev/null | "
                    f"grep -F 'Running kube-apiserver' | grep -F -- {shlex.quote(flag)} | head -1") if since else ":"
         script = f"{{ {process_with_flag(flag)}; {journal}; }} | head -1"
-        deadline = time.monotonic() + self.verify_timeout
-        while True:
-            r = node.run(script)
-            if r.out.strip():
-                return f"kube-apiserver runs with {flag}"
-            if time.monotonic() >= deadline:
-                return Unverified(f"applied, not verified: no kube-apiserver with {flag} within "
-                                  f"{self.verify_timeout:g}s; check `journalctl -u {service}` on {host}")
-            if self.on_wait:
-                self.on_wait(f"{int(deadline - time.monotonic())}s left: waiting for {service} to run "
-                             f"kube-apiserver with {flag} on {host}")
-            time.sleep(2)
+        return nodefile.wait_until(
+            node, script, self.verify_timeout, self.on_wait,
+            f"waiting for {service} to run kube-apiserver with {flag} on {host}",
+            f"no kube-apiserver with {flag} within {self.verify_timeout:g}s; check `journalctl -u {service}` on {host}",
+            f"kube-apiserver runs with {flag}")
 
     # -- revert --------------------------------------------------------------------------------------
     def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:

@@ -19,7 +19,6 @@ import difflib
 import os
 import re
 import shlex
-import time
 
 from breakglass import textfile
 from breakglass.access.ssh import remote_path
@@ -28,7 +27,7 @@ from breakglass.journal import Run
 from breakglass.remedies import admission_flags as flags
 from breakglass.remedies import nodefile
 from breakglass.remedies.nodefile import sha
-from breakglass.remedies.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step, Unverified
+from breakglass.remedies.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
 
 DEFAULT_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
 NODE_BACKUP_DIR = "/etc/kubernetes/breakglass-backup"
@@ -177,20 +176,13 @@ class KubeadmFlags(nodefile.Nodes):
         if self.verify_timeout <= 0:
             return "manifest written; process check skipped"
         flag = f"--{flags.DISABLE}={step.data['disable']}"
-        deadline = time.monotonic() + self.verify_timeout
-        script = process_with_flag(flag)
-        while True:
-            r = node.run(script)
-            if r.out.strip():
-                return f"kube-apiserver runs with {flag}"
-            if time.monotonic() >= deadline:
-                return Unverified(f"applied, not verified: no kube-apiserver process with {flag} within "
-                                  f"{self.verify_timeout:g}s; check `crictl ps --name kube-apiserver` and "
-                                  f"`journalctl -u kubelet` on {step.data['host']}")
-            if self.on_wait:
-                self.on_wait(f"{int(deadline - time.monotonic())}s left: waiting for kubelet to restart "
-                             f"kube-apiserver with {flag} on {step.data['host']}")
-            time.sleep(2)
+        host = step.data["host"]
+        return nodefile.wait_until(
+            node, process_with_flag(flag), self.verify_timeout, self.on_wait,
+            f"waiting for kubelet to restart kube-apiserver with {flag} on {host}",
+            f"no kube-apiserver process with {flag} within {self.verify_timeout:g}s; check `crictl ps --name "
+            f"kube-apiserver` and `journalctl -u kubelet` on {host}",
+            f"kube-apiserver runs with {flag}")
 
     def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
         node = self._node(step.data["host"])

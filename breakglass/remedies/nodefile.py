@@ -13,6 +13,7 @@ leaves the old file and at most that temp file, never a partial one. Paths are a
 from __future__ import annotations
 
 import hashlib
+import time
 
 from breakglass.access.ssh import quoted_path
 from breakglass.errors import BadInput, PreconditionFailed, Unreachable
@@ -30,6 +31,22 @@ class Nodes:
         if node is None:
             raise BadInput(f"no connection to {host} (pass it with --ssh)")
         return node
+
+
+def wait_until(node, script: str, timeout: float, on_wait, waiting: str, unverified: str, done: str):
+    """Run ``script`` on the node every 2 s until it prints something (``done``), or until ``timeout``: then
+    "applied, not verified" with ``unverified`` (what to check). ``on_wait`` hears how long is left."""
+    from breakglass.remedies.base import Unverified  # noqa: PLC0415
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if node.run(script).out.strip():
+            return done
+        if time.monotonic() >= deadline:
+            return Unverified(f"applied, not verified: {unverified}")
+        if on_wait:
+            on_wait(f"{int(deadline - time.monotonic())}s left: {waiting}")
+        time.sleep(2)
 
 
 def sha(data: bytes) -> str:
