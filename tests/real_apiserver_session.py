@@ -20,7 +20,6 @@ import datetime
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 
@@ -108,15 +107,10 @@ class RealApiserver:
         self.baseline = self.admission_objects()
 
     def stop(self) -> None:
+        from tests.real_control_plane import stop_group
+
         for proc in (self.proc, self.etcd_proc):  # apiserver first: it must not outlive its storage
-            if proc is None or proc.poll() is not None:
-                continue
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+            stop_group(proc)
 
     # -- identities --------------------------------------------------------------------------------
     def token(self, sa: str = ADMIN_SA) -> str:

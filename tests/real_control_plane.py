@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import time
 
 import pytest
@@ -134,3 +136,16 @@ def real_sandbox(tmp_path):
     yield make
     for sb in made:
         sb.down()
+
+
+def stop_group(proc: subprocess.Popen | None) -> None:
+    """Stop a real component started in its own process group (it may have children), and reap it: SIGTERM,
+    30 s to exit, then SIGKILL."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -25,7 +24,7 @@ import pytest
 from breakglass import journal
 from breakglass.sandbox import apiserver as launcher, free_port, pki as pkimod, wait_listening
 from tests.conftest import ROOT, run_cli
-from tests.real_control_plane import binary_for, built, require
+from tests.real_control_plane import binary_for, built, require, stop_group
 
 KINE = built("kine")
 NAME = "kyverno-resource-validating-webhook-cfg"
@@ -39,17 +38,6 @@ def kine_binary() -> str:
     _, binary = KINE[-1]
     require(binary)
     return binary
-
-
-def _stop(proc: subprocess.Popen | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
 
 
 class Kine:
@@ -79,7 +67,7 @@ class Kine:
         else:
             why = wait_listening(self.proc, port, 30)
         if why:
-            _stop(self.proc)
+            stop_group(self.proc)
             raise AssertionError(f"kine {why}: {self.logtail()}")
         assert os.path.exists(os.path.join(directory, "db", "state.db"))
 
@@ -140,7 +128,7 @@ class Kine:
             ch.close()
 
     def stop(self) -> None:
-        _stop(self.proc)
+        stop_group(self.proc)
 
 
 class ApiserverOnKine:
@@ -170,7 +158,7 @@ class ApiserverOnKine:
                 raise AssertionError("kube-apiserver on kine not ready: " + f.read()[-3000:]) from None
 
     def stop(self) -> None:
-        _stop(self.proc)
+        stop_group(self.proc)
 
 
 @pytest.fixture
