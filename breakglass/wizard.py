@@ -471,8 +471,7 @@ def _resolve_targets(p: Prompter, a: planner.Access, method: str, targets: list[
             pick = p.select(f"Webhook {t['webhook']} is in {len(found)} configurations. Which?", choices)
             found = found if pick == "*" else [m for m in found if m.ref == pick]
         for m in found:
-            p.say(f"  webhook {m.webhook} is in {m.ref} (read from {m.source})"
-                  + (f"; {m.owner}, which may recreate it" if m.owner else ""))
+            p.say("  " + resolve.note(m, m.source))
             out.append({**t, "kind": m.kind, "configuration": m.configuration, "configuration_source": m.source,
                         "owner": m.owner, "etcd_key": None, "service": m.service or t.get("service")})
     return out

@@ -92,12 +92,10 @@ class Api:
 
     def endpoint_counts(self, namespace: str, name: str) -> tuple[int, int]:
         """(ready, not ready) addresses behind a Service: what tells a webhook's backend is back."""
+        from breakglass.webhooks.backend import count_endpoints  # noqa: PLC0415
+
         status, ep = self.request("GET", f"/api/v1/namespaces/{namespace}/endpoints/{name}")
-        if status != 200:
-            return 0, 0
-        subsets = ep.get("subsets") or []
-        return (sum(len(s.get("addresses") or []) for s in subsets),
-                sum(len(s.get("notReadyAddresses") or []) for s in subsets))
+        return count_endpoints(ep) if status == 200 else (0, 0)
 
     def readyz(self):
         """/readyz?verbose through the kubeconfig's credentials, parsed like every other readiness probe."""

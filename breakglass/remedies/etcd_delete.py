@@ -99,15 +99,11 @@ class EtcdDelete:
     def _webhook_refs(self) -> list[str]:
         """``webhook:NAME`` references replaced by the configurations that define that webhook in this etcd."""
         refs, hooks = resolve.webhook_names(self.refs)
-        if not hooks:
-            return refs
-        inv = sources.load_etcd(self.etcd, self.prefix)
-        for hook in hooks:
-            for m in resolve.choose(hook, resolve.find(inv.configs, hook, "etcd", self.kinds), self.take_all):
-                refs.append(m.ref)
-                self.held[m.ref] = hook
-                self.notes.append(f"webhook {hook} is in {m.ref} (read from etcd)"
-                                  + (f"; {m.owner}, which may recreate it" if m.owner else ""))
+        for m in resolve.placed(hooks, lambda: sources.load_etcd(self.etcd, self.prefix).configs, "etcd",
+                                self.kinds, self.take_all):
+            refs.append(m.ref)
+            self.held[m.ref] = m.webhook
+            self.notes.append(resolve.note(m, "etcd"))
         return refs
 
     def resolve(self) -> list[tuple[Target, KV]]:

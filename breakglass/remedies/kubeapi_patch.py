@@ -103,15 +103,12 @@ class KubeapiPatch:
         refs, hooks = resolve.webhook_names(self.refs)
         if not refs and not hooks:
             hooks = list(self.webhooks)
-        if not hooks:
-            return refs
-        inv = sources.load_api_with(self.api, (model.VALIDATING, model.MUTATING))
-        for hook in hooks:
-            for m in resolve.choose(hook, resolve.find(inv.configs, hook, "api", self.kinds), self.take_all):
-                refs.append(m.ref)
-                if hook not in self.webhooks:
-                    self.webhooks.append(hook)  # ignore or exclude this webhook only, not its neighbours
-                self.notes.append(f"webhook {hook} is in {m.ref} (read from the API)")
+        for m in resolve.placed(hooks, lambda: sources.load_api_with(self.api, (model.VALIDATING, model.MUTATING))
+                                .configs, "api", self.kinds, self.take_all):
+            refs.append(m.ref)
+            if m.webhook not in self.webhooks:
+                self.webhooks.append(m.webhook)  # ignore or exclude this webhook only, not its neighbours
+            self.notes.append(resolve.note(m, "the API", owner=False))  # operator_note names the owner
         return refs
 
     def plan(self) -> list[Step]:

@@ -100,3 +100,18 @@ def choose(webhook: str, matches: list[Match], take_all: bool) -> list[Match]:
     why = "they call different backends" if len({m.backend for m in matches}) > 1 else "say which, or add --yes"
     raise BadInput(f"webhook {webhook!r} is defined in {len(matches)} configurations: {listed}; {why}",
                    hint="name one with -w KIND/NAME (for example -w " + matches[0].ref + ")")
+
+
+def placed(hooks: list[str], load, source: str, kinds: Iterable[str] | None, take_all: bool) -> list[Match]:
+    """The configurations to act on for each webhook name (``choose``), reading the configurations with
+    ``load()`` only when there is a name to place."""
+    if not hooks:
+        return []
+    configs = load()
+    return [m for hook in hooks for m in choose(hook, find(configs, hook, source, kinds), take_all)]
+
+
+def note(m: Match, where: str, owner: bool = True) -> str:
+    """What is said of a webhook placed: where it was found, and who may recreate it."""
+    return f"webhook {m.webhook} is in {m.ref} (read from {where})" + (
+        f"; {m.owner}, which may recreate it" if owner and m.owner else "")
