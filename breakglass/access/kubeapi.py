@@ -90,13 +90,6 @@ class Api:
                               hint="check the kubeconfig context's credentials and RBAC")
         return status, doc if isinstance(doc, dict) else {}
 
-    def endpoint_counts(self, namespace: str, name: str) -> tuple[int, int]:
-        """(ready, not ready) addresses behind a Service: what tells a webhook's backend is back."""
-        from breakglass.webhooks.backend import count_endpoints  # noqa: PLC0415
-
-        status, ep = self.request("GET", f"/api/v1/namespaces/{namespace}/endpoints/{name}")
-        return count_endpoints(ep) if status == 200 else (0, 0)
-
     def readyz(self):
         """/readyz?verbose through the kubeconfig's credentials, parsed like every other readiness probe."""
         from breakglass.access import readyz  # noqa: PLC0415

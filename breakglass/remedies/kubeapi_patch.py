@@ -23,7 +23,7 @@ from breakglass.errors import BadInput, PreconditionFailed
 from breakglass.journal import Run
 from breakglass.remedies.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
 from breakglass.remedies.etcd_delete import parse_ref
-from breakglass.webhooks import audit, model, resolve, sources
+from breakglass.webhooks import audit, backend, model, resolve, sources
 
 API = "/apis/admissionregistration.k8s.io/v1/"
 ACTIONS = ("ignore", "exclude", "delete")
@@ -247,7 +247,7 @@ class KubeapiPatch:
             svc = (w.get("clientConfig") or {}).get("service")
             if not svc:
                 continue
-            if not self.api.endpoint_counts(svc["namespace"], svc["name"])[0]:
+            if not backend.from_api(self.api, svc["namespace"], svc["name"]).ready:
                 missing.append(f"{svc['namespace']}/{svc['name']}")
         return sorted(set(missing))
 
