@@ -241,3 +241,21 @@ def test_diagnose_with_an_unreachable_etcd_still_diagnoses(tmp_path):
     assert out.returncode == 3, out.stderr
     doc = json.loads(out.stdout)
     assert any("could not read the webhook configurations from etcd" in w for w in doc["warnings"])
+
+
+@pytest.mark.parametrize("name", ["a;rm -rf /", "$(id)", "x" * 100_000, "hook\nname", "-rf"])
+def test_a_webhook_name_that_cannot_be_one_is_refused_in_one_line(cluster, tmp_path, name):
+    before = _keys(cluster)
+    out = _cli(cluster, tmp_path, "recover", "--method", "etcd", "--webhook", name, "--yes")
+    err = out.stderr.decode()
+    assert out.returncode == 2 and "not a webhook name" in err and "Traceback" not in err
+    assert len(err.splitlines()) <= 2 and len(err) < 400  # one line (and a hint), never the whole input
+    assert _keys(cluster) == before
+
+
+def test_kubeapi_checks_webhook_names_before_asking_the_api():
+    from breakglass.errors import BadInput
+    from breakglass.remedies.kubeapi_patch import KubeapiPatch
+
+    with pytest.raises(BadInput, match="not a webhook name"):
+        KubeapiPatch(None, [], None, "ignore", ["$(id)"]).plan()  # no API: it must not be reached

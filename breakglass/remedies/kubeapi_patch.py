@@ -102,7 +102,7 @@ class KubeapiPatch:
         configurations that define that webhook, as the apiserver lists them."""
         refs, hooks = resolve.webhook_names(self.refs)
         if not refs and not hooks:
-            hooks = list(self.webhooks)
+            hooks = resolve.webhook_names([resolve.WEBHOOK_REF + w for w in self.webhooks])[1]
         for m in resolve.placed(hooks, lambda: sources.load_api_with(self.api, (model.VALIDATING, model.MUTATING))
                                 .configs, "api", self.kinds, self.take_all):
             refs.append(m.ref)

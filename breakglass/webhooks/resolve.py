@@ -12,6 +12,7 @@ A webhook is named in a ``-w`` reference as ``webhook:NAME``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -19,6 +20,7 @@ from breakglass.errors import BadInput
 from breakglass.webhooks import model
 
 WEBHOOK_REF = "webhook:"
+_WEBHOOK_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?")
 
 
 @dataclass
@@ -44,6 +46,9 @@ def webhook_names(refs: Iterable[str]) -> tuple[list[str], list[str]]:
             name = r[len(WEBHOOK_REF):].strip()
             if not name:
                 raise BadInput(f"{r!r} names no webhook (webhook:NAME)")
+            if not _WEBHOOK_NAME.fullmatch(name):  # the apiserver requires a DNS subdomain (at most 253)
+                raise BadInput(f"not a webhook name: {name[:80]!r}{'...' if len(name) > 80 else ''} (webhook names "
+                               "are DNS names such as validate.kyverno.svc)")
             hooks.append(name)
         else:
             configs.append(r)
