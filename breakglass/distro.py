@@ -29,12 +29,16 @@ UNIT_DIRS = ("/etc/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/s
 
 
 def rancher(distro: str) -> dict:
-    """k3s' and RKE2's paths (their layouts differ only in the name)."""
+    """k3s' and RKE2's paths (their layouts differ only in the name); the config file and the service are the
+    ones the k3s/RKE2 remedy edits and restarts (``k3s.config.DISTROS``)."""
+    from breakglass.k3s.config import DISTROS  # noqa: PLC0415
+
     server = f"/var/lib/rancher/{distro}/server"
-    return {"server": server, "config": f"/etc/rancher/{distro}/config.yaml",
+    d = DISTROS[distro]
+    return {"server": server, "config": d.config, "service": d.service, "unit": f"{d.service}.service",
             "cacert": f"{server}/tls/etcd/server-ca.crt", "cert": f"{server}/tls/etcd/client.crt",
             "key": f"{server}/tls/etcd/client.key", "etcd_db": f"{server}/db/etcd", "kine": f"{server}/kine.sock",
-            "sqlite": f"{server}/db/state.db", "unit": "k3s.service" if distro == "k3s" else "rke2-server.service"}
+            "sqlite": f"{server}/db/state.db"}
 
 
 KUBEADM = {"manifest": "/etc/kubernetes/manifests/kube-apiserver.yaml",

@@ -17,8 +17,7 @@ FLAG_METHODS = ("talos", "kubeadm", "k3s", "rke2")
 
 def _rancher_option(name: str, like: RemedyOption, hosts: list[str]) -> RemedyOption:
     flag = ",".join(like.plugins)
-    conf = rancher(name)["config"]
-    unit = "k3s" if name == "k3s" else "rke2-server"
+    conf, unit = rancher(name)["config"], rancher(name)["service"]
     label = "k3s" if name == "k3s" else "RKE2"
     dropin = f"{conf}.d/99-breakglass.yaml"
     return RemedyOption(

@@ -110,13 +110,13 @@ def distro_sources(node, found, pods_dir: str | None = None) -> list[LogSource]:
     """kube-apiserver's logs where the node's distribution (``breakglass.distro.Distro``) keeps them: k3s' journal;
     RKE2's static pod logs (kube-system_kube-apiserver-*) and rke2-server's journal; kubelet's pod logs otherwise.
     ``pods_dir`` given: the pod logs there, whatever the distribution."""
-    from breakglass.distro import on  # noqa: PLC0415
+    from breakglass.distro import on, rancher  # noqa: PLC0415
 
     if pods_dir:
         return ssh_sources(node, pods_dir)
     pods = on(found.root, "/var/log/pods")
     if found.name == "k3s":
-        return [journal_source(node, "k3s", found.root)]
+        return [journal_source(node, rancher("k3s")["service"], found.root)]
     if found.name == "rke2":
-        return ssh_sources(node, pods) + [journal_source(node, "rke2-server", found.root)]
+        return ssh_sources(node, pods) + [journal_source(node, rancher("rke2")["service"], found.root)]
     return ssh_sources(node, pods)
