@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench bundle system-deps clean go-components kube-apiserver
 
-$(STAMP): pyproject.toml scripts/bootstrap.sh
+$(STAMP): pyproject.toml setup.py breakglass/logs/_newlines.c scripts/bootstrap.sh
 	bash scripts/bootstrap.sh python
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

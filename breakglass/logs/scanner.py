@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from breakglass.logs.finder import Finder  # noqa: F401 - part of this module's interface
 from breakglass.logs.formats import WRAP_MIN
+from breakglass.logs.newlines import count as _newlines
 
 CONTEXT_LINES = 8  # how far a record may reach across wrapped or partial lines
 MAX_RECORD = 64 << 10  # bytes kept around a hit on absurdly long lines
@@ -133,16 +134,16 @@ class Scanner:
                 continue
             yield from self._emit(buf, scan_from, cut, base_line, done_until)
             if eof:
-                self.lines = base_line - 1 + buf.count(b"\n") + (0 if buf.endswith(b"\n") else 1)
+                self.lines = base_line - 1 + _newlines(buf) + (0 if buf.endswith(b"\n") else 1)
                 break
             keep = self._keep_from(buf, cut)
             done_until = max(0, self._last_end - keep)
             # _emit already counted newlines up to its last record; count only the rest (one pass overall)
             counted_pos, counted_line = self._counted
             if counted_pos <= keep:
-                base_line = counted_line + buf.count(b"\n", counted_pos, keep)
+                base_line = counted_line + _newlines(buf, counted_pos, keep)
             else:
-                base_line += buf.count(b"\n", 0, keep)
+                base_line += _newlines(buf, 0, keep)
             live = len(buf) - keep
             buf[:live] = buf[keep:]  # the kept lines to the front, without resizing (del would reallocate)
             scan_from = cut - keep
@@ -210,9 +211,9 @@ class Scanner:
                 s = s2
             else:
                 first_line_start = s
-            count_line += buf.count(b"\n", count_pos, first_line_start)
+            count_line += _newlines(buf, count_pos, first_line_start)
             count_pos = first_line_start
             self._counted = (count_pos, count_line)
-            end_line = count_line + buf.count(b"\n", first_line_start, e)
+            end_line = count_line + _newlines(buf, first_line_start, e)
             last_end = self._last_end = e
             yield RawRecord(count_line, end_line, bytes(buf[s:e]))
