@@ -22,6 +22,10 @@ from breakglass.logs.record import LogRecord
 
 WINDOW_S = 2.0  # a webhook failure this close to a bootstrap write is taken as blocking it
 WINDOW_LINES = 4  # the same, for lines with no timestamp (ticket pastes)
+# Looking back through the recent writes or calls of a source stops at the first one further behind than the
+# window and this: they are kept in file order, and a log's time runs forwards give or take the order in which
+# goroutines got to the log (milliseconds). Without it every bootstrap line looked at all 256 recent calls.
+JITTER_S = 5.0
 EVIDENCE_HEAD, EVIDENCE_TAIL = 3, 2
 
 
@@ -114,6 +118,14 @@ def _near(write: LogRecord, call: LogRecord, call_timeout: float = 0.0) -> bool:
     if write.ts is not None and call.ts is not None:
         return -WINDOW_S <= call.ts - write.ts <= WINDOW_S + call_timeout
     return abs(write.line - call.line) <= WINDOW_LINES
+
+
+def _behind(earlier: LogRecord, now: LogRecord, window: float) -> bool:
+    """Is ``earlier`` (kept before ``now``, from the same source) so far back that neither it nor anything kept
+    before it can be ``_near`` (``window``: the most ``now`` may come after a record near it)?"""
+    if earlier.ts is not None and now.ts is not None:
+        return now.ts - earlier.ts > window + JITTER_S
+    return earlier.ts is None and now.ts is None and now.line - earlier.line > WINDOW_LINES
 
 
 def _timeout_of(ev: Event) -> float:
@@ -228,6 +240,8 @@ class Correlator:
         recent = self.recent.setdefault(ev.record.source, _Recent())
         timeout = _timeout_of(ev)
         for rec, obj in reversed(recent.boots):
+            if _behind(rec, ev.record, WINDOW_S + timeout):
+                break
             if _near(rec, ev.record, timeout):
                 acc.link(obj, "time")
                 acc.note_context(rec)
@@ -247,6 +261,8 @@ class Correlator:
         recent = self.recent.setdefault(ev.record.source, _Recent())
         recent.boots.append((ev.record, ev.obj))
         for rec, call_acc in reversed(recent.calls):
+            if _behind(rec, ev.record, WINDOW_S):
+                break
             if _near(rec, ev.record):
                 call_acc.link(ev.obj, "time")
                 call_acc.note_context(ev.record)
