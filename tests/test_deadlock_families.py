@@ -16,7 +16,7 @@ CONV = ('E0216 23:10:50.683373       1 cacher.go:428] unexpected ListAndWatch er
 
 
 def test_conversion_is_reached_through_an_existing_anchor_and_the_gate():
-    assert b"ebhook" in signatures.ANCHORS and signatures.RECORD_GATE.search(CONV.encode())
+    assert b"ebhook" in signatures.ANCHORS and signatures.record_gate(CONV.encode())
     assert any(a in CONV.encode() for a in signatures.ANCHORS)
     # one literal covers kubelet's `failed to update lease` and the structured `"Failed to update lease"`
     assert b"ailed to update lease" in signatures.ANCHORS and b"failed to update lease" not in signatures.ANCHORS

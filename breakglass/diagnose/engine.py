@@ -37,7 +37,7 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
     warnings = warnings if warnings is not None else []
     year = opts.year or _dt.datetime.now(_dt.timezone.utc).year
     scanner = Scanner(signatures.ANCHORS, opts.engine)
-    gate = signatures.RECORD_GATE.search
+    gate = signatures.record_gate
     corr = Correlator(opts.max_evidence)
     total_bytes = total_lines = candidates = 0
     log_like = False

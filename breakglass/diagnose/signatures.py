@@ -38,14 +38,28 @@ ANCHORS: tuple[bytes, ...] = (
     b"election lost", b"stopped leading", b"resource lock", b"leader election record",
 )
 
-# A second, cheaper gate on the bytes of each candidate: lines that merely mention a
-# webhook (request logs for /validatingwebhookconfigurations, say) stop here.
-RECORD_GATE = re.compile(
-    rb"(?i:failed\s*calling|failing\s*(?:open|closed)|denied\s*(?:the\s*)?request|rejected\s*by\s*webhook|"
-    rb"calling\s*webhook|poststarthook|not\s*yet\s*ready|servicecidr|system\s*namespace|priorityclass|"
-    rb"priority\s*classes|unable\s*to|apf\s*bootstrap|allocation\s*check|serviceip|lease|election|"
-    rb"stopped\s*leading|resource\s*lock|webhook\.admission|call\s*(?:mutating|validating)\s*webhook|"
-    rb"conversion\s*webhook)")
+# A second, cheaper gate on the bytes of each candidate: lines that merely mention a webhook (request logs for
+# /validatingwebhookconfigurations, say) stop here. Every signature's text holds one of these phrases, in any case,
+# with its words split by whitespace or run together as a wrapped paste leaves them (the signatures' ``\s*``).
+GATE_PHRASES: tuple[str, ...] = (
+    "failed calling", "failing open", "failing closed", "denied request", "denied the request", "rejected by webhook",
+    "calling webhook", "poststarthook", "not yet ready", "servicecidr", "system namespace", "priorityclass",
+    "priority classes", "unable to", "apf bootstrap", "allocation check", "serviceip", "lease", "election",
+    "stopped leading", "resource lock", "webhook.admission", "call mutating webhook", "call validating webhook",
+    "conversion webhook")
+_GATE_NEEDLES = tuple(p.replace(" ", "").encode() for p in GATE_PHRASES)
+_WHITESPACE = b" \t\n\r\f\v"  # what \s is in a bytes pattern
+
+
+def record_gate(text: bytes) -> bool:
+    """Might this candidate hold a signature? Lowercased and with all whitespace dropped, it must contain a phrase
+    without its spaces. That lets through everything the phrases with ``\\s*`` between words would match (and a
+    little more, which parsing then drops) at a sixth of the cost of that regex, whose case-insensitive
+    alternation is tried at every offset (profiled on a 256 MiB log: ~9 µs per candidate)."""
+    flat = text.lower().translate(None, _WHITESPACE)
+    return any(n in flat for n in _GATE_NEEDLES)
+
+
 # The mutation audit annotation names a webhook's configuration (shared reference §2).
 CONFIG_OF = re.compile(r'"configuration"\s*:\s*"(?P<cfg>[^"]+)"\s*,\s*"webhook"\s*:\s*"(?P<hook>[^"]+)"')
 # So does the trace of a slow call (utiltrace, logged past its threshold): `Trace[…]: "Call mutating webhook"
