@@ -107,3 +107,40 @@ def test_the_gate_stops_lines_that_only_mention_a_webhook():
             b'URI="/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations?limit=500" resp=200')
     assert not signatures.record_gate(line)
     assert signatures.record_gate(b'E1130 dispatcher.go:217] Failed calling webhook, failing\n  closed x: y')
+
+
+# --- the words in front of each signature's regex --------------------------------------------------------------------
+
+def _guarded():
+    found = {name: g for name, g in vars(signatures).items() if isinstance(g, signatures.Guarded)}
+    found.update({f"_BOOT[{i}]": g for i, (g, _, _) in enumerate(signatures._BOOT)})
+    return found
+
+
+def test_every_signature_that_classify_searches_first_is_guarded():
+    names = set(_guarded())
+    assert {"FAIL_MODE", "CALL_FAILED", "DENIED", "REJECTED", "LEADER", "_OBJ_IN_TEXT", "_BOOT[12]"} <= names
+    assert all(g.words for g in _guarded().values())
+
+
+@pytest.mark.parametrize("name", sorted(_guarded()))
+def test_every_match_holds_one_of_the_words(name):
+    g = _guarded()[name]
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.from_regex(g.regex, fullmatch=False))
+    def check(text):
+        assert g.regex.search(text)
+        assert any(w in text for w in g.words), (name, text)
+        assert g.search(text) is not None
+
+    check()
+
+
+def test_a_line_without_the_words_is_not_searched():
+    class Boom:
+        def search(self, *_):
+            raise AssertionError("searched")
+
+    g = signatures.Guarded(Boom(), "needle")
+    assert g.search("a haystack") is None and list(g.finditer("a haystack")) == []
