@@ -32,6 +32,7 @@ def patterns() -> list[tuple[str, re.Pattern]]:
     out, seen = [], set()
 
     def add(name, p):
+        p = getattr(p, "regex", p)  # signatures.Guarded: the regex behind its words is what runs on long lines
         if isinstance(p, re.Pattern) and id(p) not in seen:
             seen.add(id(p))
             out.append((name, p))
