@@ -255,6 +255,23 @@ def test_a_webhook_failure_minutes_away_from_the_write_is_not_tied():
     assert f.link != "time"
 
 
+def test_a_write_still_ties_to_its_call_behind_hundreds_of_older_calls_and_a_few_seconds_of_jitter():
+    # The correlator looks back through a source's recent calls newest first and stops at the first one past the
+    # window (plus 5 s for goroutines logging out of order): that stop must not hide a call near the write.
+    older = [lb.klog(lb.fail_closed("other.example.com", "connection refused"), t=f"0224 15:{20 + i // 60:02d}:{i % 60:02d}.000000")
+             for i in range(300)]
+    text = "\n".join([
+        *older,
+        lb.klog(lb.fail_closed("validation.gatekeeper.sh", "connection refused"), t="0224 15:32:49.500000"),
+        lb.klog(lb.fail_closed("late.example.com", "connection refused"), t="0224 15:32:45.000000"),  # 4.5 s late
+        "I0224 15:32:50.000000       1 default_servicecidr_controller.go:166] Creating default ServiceCIDR with CIDRs: [10.96.0.0/12]",
+    ]) + "\n"
+    found = {f.webhook: f for f in diagnose_text(text).findings}
+    assert found["validation.gatekeeper.sh"].blocked == ['ServiceCIDR "kubernetes"']
+    assert found["validation.gatekeeper.sh"].link == "time"
+    assert found["other.example.com"].link != "time"
+
+
 def test_webhook_kind_from_the_url_path():
     url = "https://cert-manager-webhook.cert-manager.svc:443/mutate?timeout=10s"
     [f] = diagnose_text(lb.klog(lb.fail_closed("webhook.cert-manager.io", "EOF", url=url)) + "\n").findings
