@@ -6,6 +6,7 @@ most `-o/--output`, are run here without loading the command line (typer and pyd
 exactly as it always does (the scans only read, so running one again for its error message is harmless).
 """
 
+import os
 import sys
 
 
@@ -111,12 +112,28 @@ def _fast(argv: list) -> int | None:
         return None
 
 
+def _exit(code: int) -> None:
+    """End after a fast scan: its output is flushed here and nothing else needs tearing down (the interpreter's
+    finalisation of the scan's objects took ~5 ms of a 0.2 s diagnose, measured)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = 0  # the reader went away (| head), as _fast treats it
+    except (OSError, ValueError):
+        pass
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):  # closed after a broken pipe
+        pass
+    os._exit(code)
+
+
 def entry() -> None:
     """The installed `breakglass` command (pyproject's console script) and `python -m breakglass`: the fast
     scans first, so the command people type starts as fast as the module does."""
     code = _fast(sys.argv[1:])
     if code is not None:
-        sys.exit(code)
+        _exit(code)
     from breakglass.cli import main
 
     main()

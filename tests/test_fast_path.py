@@ -16,8 +16,11 @@ HERE = os.path.dirname(__file__)
 ROOT = os.path.dirname(HERE)
 REAL = sorted(glob.glob(os.path.join(HERE, "fixtures", "real", "v1.34.4", "*.log")))[:6]
 FULL = "import sys; from breakglass.cli import main; sys.argv[0] = 'breakglass'; main()"
-FAST = ("import sys; sys.argv[0] = 'breakglass'; from breakglass.__main__ import entry\n"
-        "try:\n    entry()\nfinally:\n    print('TYPER' if 'typer' in sys.modules else 'NO-TYPER', file=sys.stderr)")
+# The fast path ends with os._exit (no finally runs after it): the marker is printed by a wrapper of its exit.
+FAST = ("import sys; sys.argv[0] = 'breakglass'; import breakglass.__main__ as m\n"
+        "def mark():\n    print('TYPER' if 'typer' in sys.modules else 'NO-TYPER', file=sys.stderr)\n"
+        "end = m._exit\nm._exit = lambda code: (mark(), end(code))\n"
+        "try:\n    m.entry()\nexcept SystemExit:\n    mark()\n    raise")
 
 
 def _run(code: str, args: list[str]) -> subprocess.CompletedProcess:
