@@ -44,8 +44,16 @@ def _diagnose(paths: list, output: str) -> int:
     from breakglass.errors import ExitCode
 
     progress = _progress_line if sys.stderr.isatty() else None
+
+    def load_output() -> None:  # while the scan's workers run (Options.meanwhile)
+        if output == "json":
+            import breakglass.envelope  # noqa: F401
+        else:
+            import breakglass.render  # noqa: F401
+
     try:
-        diag, warnings = diagnose_paths(paths, Options(max_evidence=5, engine="auto", progress=progress))
+        diag, warnings = diagnose_paths(paths, Options(max_evidence=5, engine="auto", progress=progress,
+                                                       meanwhile=load_output))
     finally:
         if progress:
             print("\r\033[K", end="", file=sys.stderr, flush=True)

@@ -17,7 +17,7 @@ from typing import Iterable
 
 from breakglass.bootstrap import BlockedObject
 from breakglass.diagnose import causes, signatures
-from breakglass.diagnose.model import Event
+from breakglass.diagnose.model import EVIDENCE_HEAD, EVIDENCE_TAIL, Event
 from breakglass.logs.record import LogRecord
 
 WINDOW_S = 2.0  # a webhook failure this close to a bootstrap write is taken as blocking it
@@ -26,7 +26,6 @@ WINDOW_LINES = 4  # the same, for lines with no timestamp (ticket pastes)
 # window and this: they are kept in file order, and a log's time runs forwards give or take the order in which
 # goroutines got to the log (milliseconds). Without it every bootstrap line looked at all 256 recent calls.
 JITTER_S = 5.0
-EVIDENCE_HEAD, EVIDENCE_TAIL = 3, 2
 
 
 class _Acc:

@@ -12,10 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterable, Iterator
 
-from breakglass.diagnose import findings as _findings
-from breakglass.diagnose import parallel, remedies, signatures
-from breakglass.diagnose.correlate import EVIDENCE_HEAD, EVIDENCE_TAIL, Correlator
-from breakglass.diagnose.model import Diagnosis, ScanStats
+from breakglass.diagnose import parallel, signatures
+from breakglass.diagnose.model import EVIDENCE_HEAD, EVIDENCE_TAIL, Diagnosis, ScanStats
 from breakglass.logs import formats, sources
 from breakglass.logs.scanner import Scanner
 
@@ -26,6 +24,9 @@ class Options:
     year: int | None = None  # for klog headers, which carry no year
     engine: str = "auto"
     progress: Callable[[str, int], None] | None = None  # (source, bytes read so far), about every 64 MiB
+    # Called once before the first event is correlated; on a big file, while the forked workers scan. The fast
+    # path imports its output's modules there, so those imports overlap the workers instead of the scan.
+    meanwhile: Callable[[], None] | None = None
 
 
 def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
@@ -38,7 +39,20 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
     year = opts.year or _dt.datetime.now(_dt.timezone.utc).year
     scanner = Scanner(signatures.ANCHORS, opts.engine)
     gate = signatures.record_gate
-    corr = Correlator(opts.max_evidence)
+    corr = None
+
+    def start_correlating() -> None:
+        """Load what only this process needs (the correlator and, after the scan, the findings): on a big file
+        this runs while the workers scan, a few ms of imports taken off the critical path."""
+        nonlocal corr
+        if corr is None:
+            from breakglass.diagnose import findings, remedies  # noqa: F401, PLC0415 - see above
+            from breakglass.diagnose.correlate import Correlator  # noqa: PLC0415
+
+            corr = Correlator(opts.max_evidence)
+            if opts.meanwhile is not None:
+                opts.meanwhile()
+
     total_bytes = total_lines = candidates = 0
     log_like = False
     t0 = time.perf_counter()
@@ -61,8 +75,9 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
             split = parallel.plan(src, LOG_SAMPLE)
             if split is not None:
                 counted.head = split.head
-                items = parallel.run(split, scan_part, counted.progress_only)
+                items = parallel.run(split, scan_part, counted.progress_only, start_correlating)
             else:
+                start_correlating()
                 counted.chunks = sources.read_chunks(src)
                 items = scan_part(counted)
             for item in items:
@@ -83,7 +98,10 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
         total_bytes += counted.bytes
         total_lines += lines
         log_like = log_like or looks_like_log(counted.head)
-    found, verdict, notices = _findings.build_all(corr)
+    start_correlating()  # no sources at all
+    from breakglass.diagnose import findings, remedies  # noqa: PLC0415 - loaded by start_correlating
+
+    found, verdict, notices = findings.build_all(corr)
     stats = ScanStats(sources=[s.name for s in srcs], bytes=total_bytes, lines=total_lines,
                       candidates=candidates, matched=corr.matched, engine=scanner.engine,
                       seconds=round(time.perf_counter() - t0, 3), log_like=log_like)

@@ -18,6 +18,7 @@ NODE_LEASE = "node-lease"  # node Leases / Nodes / leader Leases cannot be writt
 CONVERSION = "conversion"  # a CRD's conversion webhook is down: reads and writes of that resource fail
 DEADLOCK_FAMILIES = (BOOTSTRAP, SELF_DEPENDENCY, NODE_LEASE, CONVERSION)
 SEVERITY_RANK = {INFO: 0, WARNING: 1, ERROR: 2, CRITICAL: 3}
+EVIDENCE_HEAD, EVIDENCE_TAIL = 3, 2  # evidence a finding keeps: its first lines and its last
 
 
 @dataclass(slots=True)

@@ -18,9 +18,9 @@ from breakglass.logs import forked, sources, split
 
 MIN_SIZE = 32 << 20  # below this a fork costs more than it saves (measured: a 1 MB log gains nothing)
 MAX_PARTS = 8
-# This process's part is a little shorter than the workers': it also feeds the correlator as it goes and then
-# takes in the workers' events, so with equal parts the workers wait for it (measured: ~8% of its time).
-FIRST_SHARE = 0.92
+# This process's part is shorter than the workers': it also feeds the correlator as it goes, loads what follows
+# the scan (Options.meanwhile) and then takes in the workers' events. Swept on the 256 MiB log: 0.86 was fastest.
+FIRST_SHARE = 0.86
 # Smaller than one pass's reads: each chunk is read, searched by Hyperscan and counted for newlines while it is
 # still in this core's cache; with both cores streaming, 512 KiB took 7% less time than 4 MiB (bench/realscan.py).
 CHUNK = 512 << 10
@@ -74,12 +74,13 @@ class End:
     lines: int
 
 
-def run(p: Plan, scan_part: Callable[[split.RangeReader], Iterator[list | End]], on_chunk: Callable[[int], None]
-        ) -> Iterator[list | End]:
+def run(p: Plan, scan_part: Callable[[split.RangeReader], Iterator[list | End]], on_chunk: Callable[[int], None],
+        meanwhile: Callable[[], None] | None = None) -> Iterator[list | End]:
     """Every part's items, in file order: ``scan_part(chunks)`` yields each record's events and then an
     ``End``; here the events of later parts have their line numbers moved to the file's, and one ``End``
     sums them all. ``on_chunk(n)`` is told of about n bytes read for each chunk of part 0 (the parts run
-    at about one speed, so part 0's share stands for the whole)."""
+    at about one speed, so part 0's share stands for the whole). ``meanwhile()`` runs in this process while the
+    workers start (``forked.ordered``)."""
     whole, first = p.ranges[-1][1], p.ranges[0][1]
 
     def produce(i: int, tick: Callable[[], None]) -> Iterator[list | End]:
@@ -92,7 +93,7 @@ def run(p: Plan, scan_part: Callable[[split.RangeReader], Iterator[list | End]],
 
     total = End(0, 0)
     try:
-        for item in forked.ordered(len(p.ranges), produce):
+        for item in forked.ordered(len(p.ranges), produce, meanwhile):
             if isinstance(item, End):
                 total.candidates += item.candidates
                 total.lines += item.lines

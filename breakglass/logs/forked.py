@@ -183,10 +183,13 @@ def _child(i: int, fd: int, work: Callable[[int, Callable[[Any], None]], None]) 
 BATCH = 256  # items per message from a child: fewer, larger pickles
 
 
-def ordered(parts: int, produce: Callable[[int, Callable[[], None]], Iterable[Any]]) -> Iterator[Any]:
+def ordered(parts: int, produce: Callable[[int, Callable[[], None]], Iterable[Any]],
+            meanwhile: Callable[[], None] | None = None) -> Iterator[Any]:
     """Every item of ``produce(0, tick)``, then of ``produce(1, tick)``, ... in order, each part ``i`` >= 1
     produced in a child at the same time as part 0 here. ``tick`` is to be called now and then (every chunk
     read) by part 0, so the children's output keeps being drained; it does nothing in a child.
+    ``meanwhile()`` runs here once the children have started, before part 0: work only this process needs
+    (imports for what follows the scan) then overlaps the children's instead of delaying their start.
     A child killed from outside is made up for here: its part is produced again, past the items it sent."""
 
     def work(i: int, send) -> None:
@@ -200,6 +203,8 @@ def ordered(parts: int, produce: Callable[[int, Callable[[], None]], Iterable[An
             send(batch)
 
     with Forked(parts, work) as kids:
+        if meanwhile is not None:
+            meanwhile()
         yield from produce(0, kids.drain)
         for i in range(1, parts):
             sent = 0
