@@ -10,6 +10,11 @@ case "${1:-}" in
   python)
     command -v python3 >/dev/null || want+=(python3)
     python3 -c 'import venv, ensurepip' 2>/dev/null || want+=(python3-venv)
+    # the optional newline counter (breakglass/logs/_newlines.c) is compiled at install: a C compiler and
+    # Python's headers (without them the install still works, with bytes.count instead)
+    command -v cc >/dev/null || want+=(gcc)
+    python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+      2>/dev/null || want+=(python3-dev)
     ;;
   demo)
     command -v etcd >/dev/null || want+=(etcd-server)      # the rehearsal sandbox runs a real etcd
