@@ -11,7 +11,12 @@ refuses to start when a plugin is both enabled and disabled, as on a real node. 
 own process instead. It logs k3s' own `Running kube-apiserver ...` line to a journal file, and `journalctl -u`
 of this stand-in prints it.
 
-Its settings are in standin.json beside the `systemctl` script: distro, config, manifest, base flags, journal.
+`systemctl cat k3s` prints the unit file named by the optional `unit` setting (after systemd's `# PATH` line),
+and `restart` appends that unit's own `--kube-apiserver-arg` values after the config files', as k3s does with its
+command line (read with breakglass.k3s.unit).
+
+Its settings are in standin.json beside the `systemctl` script: distro, config, manifest, base flags, journal,
+and optionally unit.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from breakglass.k3s import config as k3s  # noqa: E402
+from breakglass.k3s import unit as k3s_unit  # noqa: E402
 from breakglass.textfile import write_atomic  # noqa: E402
 
 
@@ -71,8 +77,9 @@ def restart(s: dict) -> int:
     d = k3s.distro(s["distro"])
     base = dict(a[2:].split("=", 1) for a in s["base"])
     d = dataclasses.replace(d, defaults=tuple({**base, **dict(d.defaults)}.items()))
+    start = k3s_unit.exec_start(_unit_text(s)) if s.get("unit") else None
     try:
-        argv = k3s.apiserver_argv(d, read_files(s["config"]))
+        argv = k3s.apiserver_argv(d, read_files(s["config"]), k3s_unit.apiserver_args(start.argv) if start else [])
     except Exception as e:  # noqa: BLE001 - k3s exits on a config it cannot read
         print(f"Job for {s['service']}.service failed: {e}", file=sys.stderr)
         return 1
@@ -85,12 +92,22 @@ def restart(s: dict) -> int:
     return 0
 
 
+def _unit_text(s: dict) -> str:
+    return f"# {s['unit']}\n" + open(s["unit"], encoding="utf-8").read()
+
+
 def main(argv: list[str]) -> int:
     tool, args = argv[0], [a for a in argv[1:] if a != "--"]
     s = _settings()
     if tool == "journalctl":
         if os.path.exists(s["journal"]):
             sys.stdout.write(open(s["journal"], encoding="utf-8").read())
+        return 0
+    if len(args) == 2 and args[0] == "cat":
+        if args[1].removesuffix(".service") != s["service"] or not s.get("unit"):
+            print(f"No files found for {args[1]}.", file=sys.stderr)
+            return 1
+        sys.stdout.write(_unit_text(s))
         return 0
     if len(args) == 2 and args[0] == "restart":
         if args[1].removesuffix(".service") != s["service"]:

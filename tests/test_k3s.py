@@ -147,6 +147,56 @@ def test_bad_config_is_one_line():
 
 # -- over the real OpenSSH server -----------------------------------------------------------------------
 
+# -- flags in the service's own command line (k3s.unit) ---------------------------------------------------
+
+def _cat(unit_text: str, path: str = "/etc/systemd/system/k3s.service") -> str:
+    return f"# {path}\n{unit_text}"
+
+
+def test_the_install_scripts_unit_gives_its_kube_apiserver_args():
+    # tests/k3s/k3s.service: what k3s' install.sh (its quote_indent, run as is) writes for INSTALL_K3S_EXEC=
+    # "server --kube-apiserver-arg=enable-admission-plugins=... --disable=traefik" and three more arguments
+    from breakglass.k3s import unit
+
+    start = unit.exec_start(_cat(fixture("k3s.service")))
+    assert start.path == "/etc/systemd/system/k3s.service" and start.argv[:2] == ["/usr/local/bin/k3s", "server"]
+    assert "--node-label=it's=quoted" in start.argv
+    assert unit.apiserver_args(start.argv) == [f"enable-admission-plugins=NodeRestriction,{VWH}",
+                                               "audit-log-path=/var/log/k3s audit.log"]
+
+
+def test_a_dropin_that_resets_execstart_decides_and_other_sections_do_not_count():
+    from breakglass.k3s import unit
+
+    text = (_cat(fixture("k3s.service")) + "# /etc/systemd/system/k3s.service.d/override.conf\n[Unit]\n"
+            "ExecStart=/bin/false --kube-apiserver-arg=x=y\n[Service]\nExecStart=\n"
+            "; a comment\nExecStart=-/usr/local/bin/k3s server \"--kube-apiserver-arg\" \\\n"
+            "# a comment line inside the continuation\n  profiling=true -kube-apiserver-arg=a=b\n")
+    start = unit.exec_start(text)
+    assert start.path == "/etc/systemd/system/k3s.service.d/override.conf"
+    assert unit.apiserver_args(start.argv) == ["profiling=true", "a=b"]
+    assert unit.exec_start(text + "ExecStart=\n") is None  # reset and nothing after it
+    assert unit.exec_start("# /x\n[Service]\nExecStart=/k3s server 'unbalanced\n").unparsed
+
+
+def test_an_enable_on_the_command_line_is_refused_naming_the_unit():
+    from breakglass.k3s import unit
+
+    start = unit.exec_start(_cat(fixture("k3s.service")))
+    cli = [k3s.Item(v, f"{start.path} (ExecStart)") for v in unit.apiserver_args(start.argv)]
+    with pytest.raises(PreconditionFailed) as e:
+        k3s.plan(k3s.distro("k3s"), [cf("/etc/rancher/k3s/config.yaml", "token: x\n")], "/etc/rancher/k3s/"
+                 "config.yaml.d", [], BOTH, cli)
+    msg = str(e.value)
+    assert "/etc/systemd/system/k3s.service (ExecStart)" in msg and VWH in msg and "--method etcd" in msg
+    assert "\n" not in msg
+    # the same values in a config file are edited there instead, and unrelated command-line values pass through
+    other = [k3s.Item("audit-log-path=/var/log/a.log", "/etc/systemd/system/k3s.service (ExecStart)")]
+    change = k3s.plan(k3s.distro("k3s"), [cf("/etc/rancher/k3s/config.yaml", "token: x\n")],
+                      "/etc/rancher/k3s/config.yaml.d", [], BOTH, other)
+    assert change.dropin and change.flag == f"--disable-admission-plugins={VWH},{MWH}"
+
+
 @pytest.fixture(scope="module")
 def standin_sshd(tmp_path_factory):
     """A real sshd whose sessions find the `systemctl` and `journalctl` stand-ins first on PATH."""
@@ -463,6 +513,45 @@ def test_over_ssh_through_the_cli_dry_run_and_a_refused_conflict(standin_sshd, t
     p = run_cli(*args, "--dry-run", "-o", "json", env=env)
     assert p.returncode == 0, p.stderr
     assert b"99-breakglass.yaml" in p.stdout and not (etc / "config.yaml.d" / "99-breakglass.yaml").exists()
+
+
+def test_over_ssh_a_unit_that_enables_the_plugin_refuses_the_plan_and_changes_nothing(standin_sshd, tmp_path):
+    import json
+
+    from tests import k3s_standin
+    from tests.conftest import run_cli
+
+    etc = _etc(tmp_path, "token: x\n")
+    unit_path = tmp_path / "k3s.service"
+    unit_path.write_text(fixture("k3s.service"))
+    settings = {"distro": "k3s", "service": "k3s", "config": str(etc / "config.yaml"), "unit": str(unit_path),
+                "manifest": str(tmp_path / "none.yaml"), "base": [], "journal": str(tmp_path / "journal.log")}
+    saved = os.path.join(standin_sshd.bindir, "standin.json")
+    previous = open(saved).read() if os.path.exists(saved) else None
+    k3s_standin.install(standin_sshd.bindir, settings)
+    try:
+        before = _snapshot(etc)
+        args = ["recover", "--method", "k3s", "--ssh", "cp1", "--ssh-config", standin_sshd.ssh_config,
+                "--known-hosts", standin_sshd.known_hosts, "--config-path", str(etc / "config.yaml"), "--yes"]
+        p = run_cli(*args, env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")})
+        assert p.returncode == 4 and p.stderr.count(b"\n") <= 2, p.stderr
+        assert f"{unit_path} (ExecStart)".encode() in p.stderr and b"enables ValidatingAdmissionWebhook" in p.stderr
+        assert _snapshot(etc) == before
+        # without the enable on the command line the plan goes ahead (dry run)
+        unit_path.write_text(fixture("k3s.service").replace(",ValidatingAdmissionWebhook", ""))
+        p = run_cli(*args[:-1], "--dry-run", env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")})
+        assert p.returncode == 0 and b"99-breakglass.yaml" in p.stdout and b"note:" not in p.stderr, p.stderr
+    finally:
+        if previous is not None:
+            with open(saved, "w") as f:
+                f.write(previous)
+        else:
+            os.unlink(saved)
+    # a node whose systemctl cannot show the unit: the plan says what it did not check
+    p = run_cli(*args[:-1], "--dry-run", env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")})
+    assert p.returncode == 0 and b"note: cp1: `systemctl cat k3s` failed" in p.stderr, p.stderr
+    p = run_cli(*args[:-1], "--dry-run", "-o", "json", env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")})
+    assert json.loads(p.stdout)["exitCode"] == 0 and b"systemctl cat k3s" in p.stderr
 
 
 def test_the_runbooks_config_file_commands_run(tmp_path):

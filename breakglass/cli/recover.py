@@ -376,6 +376,8 @@ def recover(
         remedy, steps = recovery.plan_k3s(method.value, nodes, path, drop_in_dir and os.path.abspath(drop_in_dir)
                                           if files else drop_in_dir, wanted, verify_timeout, local=bool(files),
                                           backup_dir=None if kubeadm_backup else node_backup_dir)
+        for note in remedy.notes:  # what the plan could not check (a node without systemd's unit)
+            print(f"note: {note}", file=sys.stderr)
         if sys.stderr.isatty() and output is Output.text:
             remedy.on_wait = _spin_line
         return _carry_out(remedy, steps,

@@ -98,7 +98,14 @@ class Item:
 
     @property
     def where(self) -> str:
-        return f"{self.path}:{self.line}" if self.path else "the distribution's default"
+        if self.path is None:
+            return "the distribution's default"
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+    @property
+    def on_command_line(self) -> bool:
+        """Given in the service's ExecStart (k3s.unit), not in a config file: breakglass never edits it."""
+        return self.path is not None and self.node is None
 
 
 def _compose(f: ConfigFile):
@@ -191,9 +198,11 @@ def plugin_values(args: list[tuple[str, str, Item]], flag: str) -> list[str]:
     return flags.split([v for n, v, _ in args if n == flag])
 
 
-def apiserver_argv(d: Distro, files: list[ConfigFile]) -> list[str]:
-    """The ``--name=value`` flags these config files give kube-apiserver (beside the ones k3s computes)."""
-    return [f"--{n}={v}" for n, v, _ in get_args(d, merged(files))]
+def apiserver_argv(d: Distro, files: list[ConfigFile], command_line: list[str] = ()) -> list[str]:
+    """The ``--name=value`` flags these config files and the service's own ``--kube-apiserver-arg`` values give
+    kube-apiserver (beside the ones k3s computes)."""
+    items = merged(files) + [Item(v, "ExecStart") for v in command_line]
+    return [f"--{n}={v}" for n, v, _ in get_args(d, items)]
 
 
 # -- the change --------------------------------------------------------------------------------------
@@ -233,12 +242,16 @@ def choose_dropin(directory: str, names: list[str]) -> str:
                              f"({max(present)!r}); add {KEY}+: by hand in the last one")
 
 
-def plan(d: Distro, files: list[ConfigFile], directory: str, names: list[str], plugins: list[str]) -> Change:
+def plan(d: Distro, files: list[ConfigFile], directory: str, names: list[str], plugins: list[str],
+         command_line: list[Item] = ()) -> Change:
     """What to change so that ``plugins`` are disabled: a drop-in, and edits of items that enable them.
 
-    ``files``: config.yaml then the drop-ins in k3s' order (``names``: every entry of the drop-in directory)."""
+    ``files``: config.yaml then the drop-ins in k3s' order (``names``: every entry of the drop-in directory).
+    ``command_line``: the service's own ``--kube-apiserver-arg`` values (k3s.unit), which k3s appends after the
+    config files'."""
     plugins = flags.check_plugins(plugins)
-    items = merged(files)
+    command_line = list(command_line)
+    items = merged(files) + command_line
     args = get_args(d, items)
     disabled = plugin_values(args, flags.DISABLE)
     missing = [p for p in plugins if p not in disabled]
@@ -253,6 +266,12 @@ def plan(d: Distro, files: list[ConfigFile], directory: str, names: list[str], p
             continue
         if it.path is None:
             raise PreconditionFailed(f"{d.name} enables {value} by default; breakglass cannot disable it")
+        if it.on_command_line:
+            raise PreconditionFailed(
+                f"{it.path}: the {d.service} service is started with --{KEY}={flags.ENABLE}={value}, which enables "
+                f"{', '.join(p for p in plugins if p in names_on)}; breakglass does not edit systemd units: remove "
+                f"it from ExecStart (then systemctl daemon-reload), or take the webhook out with --method etcd or "
+                f"kubeapi")
         keep = [p for p in names_on if p not in plugins]
         raw_name = split_arg(it.node.value)
         by_file.setdefault(it.path, []).append((it, f"{flags.ENABLE}{raw_name[1]}={','.join(keep)}"))
@@ -271,7 +290,7 @@ def plan(d: Distro, files: list[ConfigFile], directory: str, names: list[str], p
              for f in files]
     if change.dropin:
         after.append(ConfigFile(change.dropin, change.dropin_text))
-    args_after = get_args(d, merged(after))
+    args_after = get_args(d, merged(after) + command_line)
     still = [p for p in plugins if p not in plugin_values(args_after, flags.DISABLE)]
     both = sorted(set(plugin_values(args_after, flags.DISABLE)) & set(plugin_values(args_after, flags.ENABLE)))
     if still or both:

@@ -26,6 +26,7 @@ from breakglass.access.ssh import quoted_path, remote_path
 from breakglass.errors import BadInput, PreconditionFailed, Unreachable
 from breakglass.journal import JournalError, Run
 from breakglass.k3s import config as k3s
+from breakglass.k3s import unit as k3s_unit
 from breakglass.remedies import admission_flags as flags
 from breakglass.remedies import nodefile
 from breakglass.remedies.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step, Unverified
@@ -67,6 +68,22 @@ def read_node(node, config: str, directory: str) -> tuple[list[k3s.ConfigFile], 
     return files, names, state.get("dir", "-")
 
 
+def read_command_line(node, service: str) -> tuple[list[k3s.Item], str]:
+    """The service's own ``--kube-apiserver-arg`` values (``systemctl cat``, k3s.unit), and a note when they
+    could not be read (no systemd, no such unit, a command line that does not parse)."""
+    r = node.run(f"systemctl cat -- {shlex.quote(service + '.service')}", timeout=30)
+    if r.rc != 0:
+        return [], f"{node.host}: `systemctl cat {service}` failed; flags in its ExecStart were not checked"
+    start = k3s_unit.exec_start(textfile.decode(r.out, f"{node.host}: systemctl cat {service}", "a unit"))
+    if start is None:
+        return [], ""
+    if start.unparsed:
+        raise PreconditionFailed(f"{node.host}:{start.path}: ExecStart does not parse ({start.unparsed}); check "
+                                 f"its flags by hand")
+    where = f"{start.path} (ExecStart)"
+    return [k3s.Item(v, where) for v in k3s_unit.apiserver_args(start.argv)], ""
+
+
 def _read(node, path: str, link: bool) -> k3s.ConfigFile:
     raw = nodefile.read_remote(node, path)
     return k3s.ConfigFile(path, textfile.decode(raw, f"{node.host}:{path}", "a k3s config file"), link)
@@ -99,6 +116,7 @@ class K3sFlags(nodefile.Nodes):
         self.restart = restart
         self.on_wait = None  # one line while verify waits (a spinner on a terminal)
         self.skipped: list[str] = []
+        self.notes: list[str] = []  # what planning could not check, for the plan's output
         self._restarted: dict[str, dict] = {}
 
     def describe_target(self) -> dict:
@@ -112,7 +130,10 @@ class K3sFlags(nodefile.Nodes):
         steps = []
         for host, node in self.nodes.items():
             files, names, dir_state = read_node(node, self.config, self.dropin_dir)
-            change = k3s.plan(self.distro, files, self.dropin_dir, names, plugins)
+            command_line, note = ([], "") if self.local else read_command_line(node, self.distro.service)
+            if note:
+                self.notes.append(note)
+            change = k3s.plan(self.distro, files, self.dropin_dir, names, plugins, command_line)
             if not change.dropin and not change.edits:
                 self.skipped.append(host)
                 continue
