@@ -15,8 +15,11 @@ of this stand-in prints it.
 and `restart` appends that unit's own `--kube-apiserver-arg` values after the config files', as k3s does with its
 command line (read with breakglass.k3s.unit).
 
+`k3s kubectl ...` and `kubectl ...` (the node's k3s binary, RKE2's bundled kubectl) run the real `kubectl` with the
+sandbox's admin kubeconfig (the `kubeconfig` setting) in place of the node's own, which does not exist here.
+
 Its settings are in standin.json beside the `systemctl` script: distro, config, manifest, base flags, journal,
-and optionally unit.
+and optionally unit and kubeconfig.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def install(bindir: str, settings: dict) -> None:
     os.makedirs(bindir, exist_ok=True)
     with open(os.path.join(bindir, "standin.json"), "w") as f:
         json.dump(settings, f)
-    for tool in ("systemctl", "journalctl"):
+    for tool in ("systemctl", "journalctl", "k3s", "kubectl"):
         path = os.path.join(bindir, tool)
         with open(path, "w") as f:
             f.write(f"#!/bin/sh\nexec {sys.executable} {os.path.abspath(__file__)} {tool} \"$@\"\n")
@@ -96,9 +99,40 @@ def _unit_text(s: dict) -> str:
     return f"# {s['unit']}\n" + open(s["unit"], encoding="utf-8").read()
 
 
+def _kubectl(s: dict, args: list[str]) -> int:
+    """The real kubectl (the first on PATH after this stand-in's directory), with the sandbox's kubeconfig."""
+    import shutil
+
+    here = _bindir()
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d != here)
+    real = shutil.which("kubectl", path=path)
+    if not real or not s.get("kubeconfig"):
+        print("stand-in kubectl: no real kubectl or no kubeconfig setting", file=sys.stderr)
+        return 1
+    out, i = [], 0
+    while i < len(args):  # the node's own --kubeconfig becomes the sandbox's
+        if args[i] == "--kubeconfig" and i + 1 < len(args):
+            i += 2
+            continue
+        if args[i].startswith("--kubeconfig="):
+            i += 1
+            continue
+        out.append(args[i])
+        i += 1
+    os.execv(real, [real, "--kubeconfig", s["kubeconfig"], *out])
+    return 1
+
+
 def main(argv: list[str]) -> int:
     tool, args = argv[0], [a for a in argv[1:] if a != "--"]
     s = _settings()
+    if tool == "kubectl":
+        return _kubectl(s, argv[1:])
+    if tool == "k3s":
+        if argv[1:2] != ["kubectl"]:
+            print("stand-in k3s: only `k3s kubectl` is supported", file=sys.stderr)
+            return 1
+        return _kubectl(s, argv[2:])
     if tool == "journalctl":
         if os.path.exists(s["journal"]):
             sys.stdout.write(open(s["journal"], encoding="utf-8").read())

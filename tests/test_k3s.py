@@ -384,7 +384,8 @@ def k3s_node(tmp_path, standin_sshd):
     def make(distro: str, text: str, dropins: dict | None = None) -> Path:
         etc = _etc(tmp_path, text, dropins)
         settings = {"distro": distro, "service": k3s.distro(distro).service, "config": str(etc / "config.yaml"),
-                    "manifest": manifest, "base": base, "journal": str(tmp_path / "journal.log")}
+                    "manifest": manifest, "base": base, "journal": str(tmp_path / "journal.log"),
+                    "kubeconfig": sb.apiserver["kubeconfig"]}
         k3s_standin.install(standin_sshd.bindir, settings)
         assert k3s_standin.restart(settings) == 0  # the node as it runs before the outage
         _wait_argv(d, lambda a: "--profiling=false" in a)
@@ -430,14 +431,20 @@ def test_k3s_real_apiserver_dropin_restart_ready_and_revert(k3s_node, standin_ss
     etc = k3s_node("k3s", fixture("k3s-ansible.yaml"), {"10-audit.yaml": fixture("10-audit.yaml")})
     before = _snapshot(etc)
     assert not _ready(k3s_node.sandbox, 5)["ready"]  # the seed's deadlock
+    # the node's own kubeconfig (through the real kubectl) names the stuck hook, where /readyz from outside says 401
+    stuck = _remedy(standin_sshd, etc).node_readiness("cp1")
+    assert stuck.reachable and stuck.ready is False, stuck
+    assert "poststarthook/start-kubernetes-service-cidr-controller" in stuck.failing, stuck
     ssh = ["--ssh-config", standin_sshd.ssh_config, "--known-hosts", standin_sshd.known_hosts]
     env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
     p = run_cli("recover", "--method", "k3s", "--ssh", "cp1", *ssh, "--config-path", str(etc / "config.yaml"),
-                "--node-backup-dir", str(tmp_path / "node-backup"), "--verify-timeout", "90", "--no-wait", "--yes",
-                "-o", "json", env=env, timeout=300)
+                "--node-backup-dir", str(tmp_path / "node-backup"), "--verify-timeout", "90", "--wait-timeout",
+                "120", "--yes", "-o", "json", env=env, timeout=400)
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)["result"]
     assert res["status"] == "applied"
+    [seen] = res["readiness"]  # waited for through the node's kubeconfig, not an anonymous probe
+    assert seen["ready"] is True and "cp1 (the node's /etc/rancher/k3s/k3s.yaml)" == seen["url"], seen
     assert res["steps"][0]["verify"] == f"kube-apiserver runs with --disable-admission-plugins={VWH},{MWH}"
     assert _ready(k3s_node.sandbox)["ready"]  # the real apiserver got past the webhook
     argv_now = _wait_argv(k3s_node.sandbox, lambda a: True)

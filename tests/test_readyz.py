@@ -52,3 +52,31 @@ def test_not_ready_until_the_timeout_says_so():
     finally:
         srv.shutdown()
     assert st.ready is False and st.failing == ["poststarthook/x"]
+
+
+# --- through a node's own kubeconfig (k3s, RKE2): what kubectl prints ----------------------------------------------
+# What kubectl 1.32 printed against the real kube-apiserver 1.34.4 deadlocked by the seed's webhook (the sandbox),
+# captured whole; tests/test_k3s.py reads the same through the k3s stand-in end to end.
+NOT_READY_ERR = open(__file__.replace("test_readyz.py", "fixtures/kubectl-readyz-not-ready.txt")).read()
+
+
+def test_kubectl_ready_not_ready_and_down():
+    ok = readyz.from_kubectl("cp1", 0, "[+]ping ok\n[+]etcd ok\nreadyz check passed\n", "")
+    assert (ok.reachable, ok.ready, ok.failing) == (True, True, [])
+    stuck = readyz.from_kubectl("cp1", 1, "", NOT_READY_ERR)
+    assert (stuck.reachable, stuck.ready) == (True, False)
+    assert stuck.failing == ["poststarthook/start-service-ip-repair-controllers",
+                             "poststarthook/start-kubernetes-service-cidr-controller"]
+    assert "start-kubernetes-service-cidr-controller" in stuck.failing_hooks and stuck.detail.startswith("not ready: ")
+    down = readyz.from_kubectl("cp1", 1, "", "The connection to the server 127.0.0.1:6443 was refused - did you "
+                                             "specify the right host or port?\n")
+    assert (down.reachable, down.ready) == (False, False) and "was refused" in down.detail
+    silent = readyz.from_kubectl("cp1", 127, "", "")
+    assert silent.ready is False and "exit 127" in silent.detail
+
+
+def test_wait_for_polls_any_probe_until_ready(monkeypatch):
+    monkeypatch.setattr(readyz.time, "sleep", lambda s: None)
+    answers = iter([readyz.from_kubectl("cp1", 1, "", NOT_READY_ERR), readyz.from_kubectl("cp1", 0, "ok", "")])
+    [state] = readyz.wait_for([lambda: next(answers)], timeout=60)
+    assert state.ready is True

@@ -87,14 +87,34 @@ def waiting_text(states: list[Readiness]) -> str:
 AUTH_SETTLE = 15.0
 
 
+def from_kubectl(label: str, rc: int, out: str, err: str) -> Readiness:
+    """Readiness from `kubectl get --raw '/readyz?verbose'` run with a node's own admin kubeconfig (k3s, RKE2):
+    authenticated, so it says ready or names what fails, where an anonymous probe only gets 401."""
+    if rc == 0:
+        return Readiness(label, True, True, 200, parse(out)[1], "ready")
+    # `Error from server (InternalError): an error on the server ("[+]ping ok\n[-]poststarthook/x failed: …")`
+    text = err.replace("\\n", "\n")
+    failing = parse(text)[1]
+    if failing or "Error from server" in err:
+        return Readiness(label, True, False, None, failing,
+                         "not ready: " + (", ".join(failing) if failing else err.strip().splitlines()[-1][:200]))
+    last = err.strip().splitlines()[-1:] or [f"exit {rc}"]
+    return Readiness(label, False, False, None, [], f"not answering ({last[0][:200]})")
+
+
 def wait(urls: list[str], timeout: float, interval: float = 2.0, on_tick=None) -> list[Readiness]:
     """Poll until every apiserver is ready (or has kept its readiness behind auth for AUTH_SETTLE seconds), or
     the timeout passes."""
+    return wait_for([lambda u=u: probe(u) for u in urls], timeout, interval, on_tick)
+
+
+def wait_for(probes: list, timeout: float, interval: float = 2.0, on_tick=None) -> list[Readiness]:
+    """``wait`` with any probes (each a function returning a Readiness): a node's own kubectl, say."""
     deadline = time.monotonic() + timeout
     behind_auth_since: dict[str, float] = {}
     while True:
         now = time.monotonic()
-        states = [probe(u) for u in urls]
+        states = [p() for p in probes]
         for s in states:
             if s.ready is None:
                 behind_auth_since.setdefault(s.url, now)

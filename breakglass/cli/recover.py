@@ -380,11 +380,23 @@ def recover(
             print(f"note: {note}", file=sys.stderr)
         if sys.stderr.isatty() and output is Output.text:
             remedy.on_wait = _spin_line
+        ready = None
+        if not files and not apiserver and wait:
+            # each node's own admin kubeconfig: k3s and RKE2 answer an anonymous /readyz with 401 only
+            from breakglass.access import readyz  # noqa: PLC0415
+
+            def ready() -> list:
+                states = readyz.wait_for([lambda h=h: remedy.node_readiness(h) for h in hosts], wait_timeout,
+                                         on_tick=_spinner if sys.stderr.isatty() else None)
+                if sys.stderr.isatty():
+                    print("\r\033[K", end="", file=sys.stderr)
+                return states
         return _carry_out(remedy, steps,
                           f"Change {len(steps)} node(s)' config and restart {remedy.distro.service}? "
                           f"Every {', '.join(wanted)} stays off until you revert." if not files else
                           f"Edit {path} (no restart)? Every {', '.join(wanted)} stays off until you revert.",
-                          {"hosts": hosts or ["localhost"], "plugins": wanted}, [] if files else (apiserver or hosts))
+                          {"hosts": hosts or ["localhost"], "plugins": wanted}, [] if files else (apiserver or hosts),
+                          ready=ready)
 
     _run(output, verbose, body)
 

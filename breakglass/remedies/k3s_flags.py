@@ -119,6 +119,25 @@ class K3sFlags(nodefile.Nodes):
         self.notes: list[str] = []  # what planning could not check, for the plan's output
         self._restarted: dict[str, dict] = {}
 
+    def node_readiness(self, host: str):
+        """The apiserver's readiness as the node's own admin kubeconfig sees it (k3s' `k3s kubectl`, RKE2's
+        bundled kubectl): k3s and RKE2 refuse anonymous requests, so /readyz from outside only says "401"."""
+        from breakglass.access import readyz  # noqa: PLC0415
+
+        kubeconfig = shlex.quote(self.distro.kubeconfig)
+        raw = "get --raw '/readyz?verbose'"
+        if self.distro.name == "k3s":
+            cmd = f"if command -v k3s >/dev/null; then k3s kubectl --kubeconfig {kubeconfig} {raw}; " \
+                  f"else kubectl --kubeconfig {kubeconfig} {raw}; fi"
+        else:
+            cmd = f"k=/var/lib/rancher/rke2/bin/kubectl; [ -x \"$k\" ] || k=kubectl; \"$k\" --kubeconfig {kubeconfig} {raw}"
+        label = f"{host} (the node's {self.distro.kubeconfig})"
+        try:
+            r = self._node(host).run(cmd, timeout=20)
+        except Unreachable as e:
+            return readyz.Readiness(label, False, False, None, [], f"not answering ({e})")
+        return readyz.from_kubectl(label, r.rc, r.out.decode("utf-8", "replace"), r.err.decode("utf-8", "replace"))
+
     def describe_target(self) -> dict:
         return {"distro": self.distro.name, "hosts": list(self.nodes), "config": self.config,
                 "dropin_dir": self.dropin_dir, "plugins": self.plugins, "local": self.local,
