@@ -98,7 +98,7 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
         record.append("findings", verdict=diag.verdict.headline,
                       findings=[f"[{f.id}] {f.severity} {f.title}" for f in diag.findings[:20]])
     p.say(render.run_result(res))
-    _wait_ready(p, access, "after the change")
+    _wait_ready(p, access, "after the change", remedy)
     p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
           "present (kubectl -n NAMESPACE get endpointslices -l kubernetes.io/service-name=SERVICE).")
     _check_backends(p, access, sorted({f.service for f in (diag.findings if diag else []) if f.service}
@@ -554,10 +554,15 @@ def _confirm_typed(p: Prompter, word: str) -> None:
 
 # -- 4. afterwards ---------------------------------------------------------------------------------------
 
-def _wait_ready(p: Prompter, a: planner.Access, when: str) -> None:
-    """/readyz on every apiserver this access names, with a spinner and the time left."""
+def _wait_ready(p: Prompter, a: planner.Access, when: str, remedy=None) -> None:
+    """/readyz on every apiserver this access names, with a spinner and the time left; through each node's own
+    admin kubeconfig when the remedy can (k3s and RKE2 answer an anonymous /readyz with 401 only)."""
     from breakglass.access import readyz  # noqa: PLC0415
 
+    if hasattr(remedy, "node_readiness") and not getattr(remedy, "local", True) and remedy.nodes:
+        probes = [lambda h=h: remedy.node_readiness(h) for h in remedy.nodes]
+        _show_readiness(p, when, lambda tick: readyz.wait_for(probes, WAIT_SECONDS, on_tick=tick))
+        return
     urls = [readyz.url_for(u) for u in a.readyz_urls]
     if not urls and a.kubeconfig:
         try:
@@ -569,11 +574,18 @@ def _wait_ready(p: Prompter, a: planner.Access, when: str) -> None:
     if not urls:
         p.say(f"No apiserver address to check /readyz {when}; check it yourself: kubectl get --raw='/readyz?verbose'")
         return
+    _show_readiness(p, when, lambda tick: readyz.wait(urls, WAIT_SECONDS, on_tick=tick))
+
+
+def _show_readiness(p: Prompter, when: str, wait) -> None:
+    """Run ``wait(on_tick)`` with a countdown, then say each apiserver's state."""
+    from breakglass.access import readyz  # noqa: PLC0415
+
     p.say(f"Waiting for /readyz {when} (up to {WAIT_SECONDS / 60:.0f} minutes; Ctrl-C stops waiting, not the "
           f"change)…")
     deadline = time.monotonic() + WAIT_SECONDS
-    states = readyz.wait(urls, WAIT_SECONDS, on_tick=lambda st: p.progress(
-        f"{max(0, int(deadline - time.monotonic()))}s left: {readyz.waiting_text(st)}"))
+    states = wait(lambda st: p.progress(f"{max(0, int(deadline - time.monotonic()))}s left: "
+                                        f"{readyz.waiting_text(st)}"))
     for s in states:
         status = "ready" if s.ready else ("serving" if s.ready is None else "NOT READY")
         hooks = f"; post-start hooks still failing: {', '.join(s.failing_hooks)}" if s.failing_hooks else ""

@@ -206,3 +206,33 @@ def test_a_leaking_cluster_gets_the_leak_report_not_a_recovery(state):
     assert "kubectl get rolebindings.rbac.authorization.k8s.io debug-admin -n payments -o yaml" in text
     assert not any(line.startswith("? Which way out") for line in p.transcript)  # no recovery was offered
     assert p.answers == []
+
+
+def test_after_a_k3s_change_the_wizard_waits_through_the_nodes_own_kubeconfig(monkeypatch):
+    # k3s and RKE2 answer an anonymous /readyz with 401: the wizard asks each node's own kubectl instead
+    from breakglass import planner, wizard
+    from breakglass.access import readyz
+
+    monkeypatch.setattr(readyz.time, "sleep", lambda s: None)
+    asked = []
+
+    class K3sLike:
+        local = False
+        nodes = {"cp1": None, "cp2": None}
+
+        def node_readiness(self, host):
+            asked.append(host)
+            return readyz.Readiness(f"{host} (the node's /etc/rancher/k3s/k3s.yaml)", True, len(asked) > 2, 200,
+                                    [] if len(asked) > 2 else ["poststarthook/start-kubernetes-service-cidr-controller"])
+
+    def anonymous(*_a, **_k):
+        raise AssertionError("an anonymous /readyz probe was made")
+
+    monkeypatch.setattr(readyz, "probe", anonymous)
+    p = ScriptedPrompter([])
+    access = planner.Access()
+    access.readyz_urls = ["cp1", "cp2"]
+    wizard._wait_ready(p, access, "after the change", K3sLike())
+    said = "\n".join(p.transcript)
+    assert asked[:2] == ["cp1", "cp2"] and len(asked) == 4
+    assert "cp1 (the node's /etc/rancher/k3s/k3s.yaml): ready" in said and "NOT READY" not in said
