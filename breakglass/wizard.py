@@ -296,7 +296,7 @@ def _access(p: Prompter, state: str | None, timeout: float, typed: Typed) -> pla
         from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
 
         hosts = _split(_ask(p, typed, "ssh_hosts", "Control-plane hosts (a,b,c):",
-                            "", _nonempty))
+                            "", _hosts))
         user = _ask(p, typed, "ssh_user", "SSH user (empty: default):", "")
         key = _ask(p, typed, "ssh_key", "SSH key (empty: default):", "", _file_or_empty)
         port = _ask(p, typed, "ssh_port", "SSH port (empty: default):", "", _port_or_empty)
@@ -340,6 +340,16 @@ def _split(text: str) -> list[str]:
 
 def _nonempty(text: str) -> str | None:
     return None if text.strip() else "at least one is needed"
+
+
+def _hosts(text: str) -> str | None:
+    """At least one host, each one SSH can take (a typo with a space or a ';' is asked again)."""
+    from breakglass.access.ssh import host_problem  # noqa: PLC0415
+
+    hosts = _split(text)
+    if not hosts:
+        return "at least one is needed"
+    return next((problem for problem in map(host_problem, hosts) if problem), None)
 
 
 def _file_or_empty(text: str) -> str | None:

@@ -426,3 +426,32 @@ def test_a_refused_ssh_connection_says_so_in_plain_words():
     with pytest.raises(Unreachable) as e:
         Node("127.0.0.1", SshOptions(port=port, timeout=2)).connect()
     assert str(e.value) == f"ssh 127.0.0.1:{port}: cannot connect (Connection refused)"
+
+
+@pytest.mark.parametrize("host", ["cp1;rm -rf /", "cp1 cp2", "cp1\nid", "-oProxyCommand=touch PWNED", "$(id)",
+                                  "cp1`id`", "a" * 300])
+def test_a_host_that_is_not_a_name_is_refused_before_any_connection(host, tmp_path):
+    # every command that takes --ssh builds its connections through access.ssh.Node: one line, exit 2
+    host = host.replace("PWNED", str(tmp_path / "pwned"))
+    for args in (["recover", "--method", "k3s", "--ssh", host, "--dry-run"],
+                 ["diagnose", "--ssh", host],
+                 ["leaks", "--ssh", host, "--audit-log", "/var/log/audit.log"]):
+        p = run_cli(*args, env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")})
+        assert p.returncode == 2, (args, p.stderr)
+        assert b"is not a host name or address" in p.stderr and p.stderr.count(b"\n") <= 2, (args, p.stderr)
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_ssh_hosts_and_addresses_people_type_are_taken():
+    from breakglass.access.ssh import host_problem
+
+    for host in ("cp1", "cp-1.prod.example.com", "10.0.0.11", "::1", "[fe80::1%eth0]", "bastion_2"):
+        assert host_problem(host) is None, host
+
+
+def test_the_wizard_asks_again_for_a_host_list_with_a_typo():
+    from breakglass import wizard
+
+    assert wizard._hosts("cp1,cp2,cp3") is None
+    assert "is not a host name" in wizard._hosts("cp1 cp2")
+    assert wizard._hosts(" , ") == "at least one is needed"

@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import shlex
 import signal
 import socket
@@ -83,6 +84,17 @@ class Result:
     err: bytes
 
 
+# A host as --ssh takes it: a DNS name, an ~/.ssh/config alias, an IPv4 or (bracketed, zoned) IPv6 address.
+_HOST = re.compile(r"[A-Za-z0-9_.:%\[\]-]{1,255}")
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` cannot be an SSH host (for the wizard's prompt), or None."""
+    if not _HOST.fullmatch(host) or host.startswith("-"):
+        return f"{host[:80]!r} is not a host name or address (letters, digits, '.', '-', '_'; IPv6 in brackets)"
+    return None
+
+
 @dataclass
 class Node:
     """One SSH connection to one host."""
@@ -92,6 +104,12 @@ class Node:
     _client: object = field(default=None, repr=False)
     _jump: object = field(default=None, repr=False)
     user: str = ""
+
+    def __post_init__(self) -> None:
+        # a name with shell characters, spaces or a leading '-' is a typo or an attack: refused before any lookup
+        problem = host_problem(self.host)
+        if problem:
+            raise BadInput(problem)
 
     # -- connecting ----------------------------------------------------------------------------
     def _lookup(self, host: str) -> dict:
