@@ -155,7 +155,22 @@ def _revert(p: Prompter, run_id: str, state: str | None, access: planner.Access)
     rr = recovery.revert_run(run_id, state, access.etcd, talos=access.talos,
                              kube=(access.kubeconfig, access.context))
     p.say(render.revert_result(rr))
-    _wait_ready(p, access, "after the revert")  # the webhook is back in the path: is the apiserver still ready?
+    # the webhook is back in the path: is the apiserver still ready? (k3s/RKE2: asked through the nodes' kubectl)
+    _wait_ready(p, access, "after the revert", _node_prober(run_id, state, access))
+
+
+def _node_prober(run_id: str, state: str | None, access: planner.Access):
+    """For a k3s/RKE2 run over SSH, something whose node_readiness(host) asks the node's own kubectl."""
+    if not access.ssh_nodes:
+        return None
+    from breakglass.remedies import driver  # noqa: PLC0415
+
+    method = driver.replay(recovery.journal.Run.open(run_id, state)).method
+    if method not in ("k3s", "rke2"):
+        return None
+    from breakglass.remedies.k3s_flags import K3sFlags  # noqa: PLC0415
+
+    return K3sFlags(method, access.ssh_nodes)
 
 
 # -- 1. diagnosis ----------------------------------------------------------------------------------------

@@ -236,3 +236,20 @@ def test_after_a_k3s_change_the_wizard_waits_through_the_nodes_own_kubeconfig(mo
     said = "\n".join(p.transcript)
     assert asked[:2] == ["cp1", "cp2"] and len(asked) == 4
     assert "cp1 (the node's /etc/rancher/k3s/k3s.yaml): ready" in said and "NOT READY" not in said
+
+
+def test_after_reverting_a_k3s_run_the_wizard_asks_the_nodes_kubectl(tmp_path):
+    from breakglass import journal, planner, wizard
+    from tests.conftest import run_cli
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("token: x\n")
+    state = str(tmp_path / "state")
+    assert run_cli("recover", "--method", "rke2", "--config-file", str(cfg), "--yes",
+                   env={"BREAKGLASS_STATE_DIR": state}).returncode == 0
+    run_id = journal.list_runs(state)[-1].id
+    access = planner.Access()
+    assert wizard._node_prober(run_id, state, access) is None  # no SSH: the URLs the access names
+    access.ssh_nodes = {"cp1": object()}
+    prober = wizard._node_prober(run_id, state, access)
+    assert prober.distro.name == "rke2" and list(prober.nodes) == ["cp1"] and not prober.local
