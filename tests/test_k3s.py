@@ -197,6 +197,26 @@ def test_an_enable_on_the_command_line_is_refused_naming_the_unit():
     assert change.dropin and change.flag == f"--disable-admission-plugins={VWH},{MWH}"
 
 
+def test_reading_the_command_line_from_a_node_what_it_says_and_what_it_cannot_check():
+    from types import SimpleNamespace
+
+    from breakglass.remedies.k3s_flags import read_command_line
+
+    def node(rc: int, out: bytes):
+        return SimpleNamespace(host="cp1", run=lambda cmd, timeout=None: SimpleNamespace(rc=rc, out=out, err=b""))
+
+    unit = _cat(fixture("k3s.service")).encode()
+    items, note = read_command_line(node(0, unit), "k3s")
+    assert [i.value for i in items][0] == f"enable-admission-plugins=NodeRestriction,{VWH}" and not note
+    assert items[0].where == "/etc/systemd/system/k3s.service (ExecStart)" and items[0].on_command_line
+    items, note = read_command_line(node(1, b""), "k3s")
+    assert items == [] and note == "cp1: `systemctl cat k3s` failed; flags in its ExecStart were not checked"
+    items, note = read_command_line(node(0, b"\x00\x01binary" * 10), "k3s")
+    assert items == [] and "binary data" in note and note.endswith("were not checked")
+    with pytest.raises(PreconditionFailed, match="ExecStart does not parse"):
+        read_command_line(node(0, b"# /u\n[Service]\nExecStart=/k3s server 'open\n"), "k3s")
+
+
 @pytest.fixture(scope="module")
 def standin_sshd(tmp_path_factory):
     """A real sshd whose sessions find the `systemctl` and `journalctl` stand-ins first on PATH."""

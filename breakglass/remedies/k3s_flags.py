@@ -74,7 +74,10 @@ def read_command_line(node, service: str) -> tuple[list[k3s.Item], str]:
     r = node.run(f"systemctl cat -- {shlex.quote(service + '.service')}", timeout=30)
     if r.rc != 0:
         return [], f"{node.host}: `systemctl cat {service}` failed; flags in its ExecStart were not checked"
-    start = k3s_unit.exec_start(textfile.decode(r.out, f"{node.host}: systemctl cat {service}", "a unit"))
+    try:
+        start = k3s_unit.exec_start(textfile.decode(r.out, f"{node.host}: systemctl cat {service}", "a unit"))
+    except BadInput as e:  # not text: the same as a unit that cannot be shown
+        return [], f"{e}; flags in its ExecStart were not checked"
     if start is None:
         return [], ""
     if start.unparsed:
@@ -130,7 +133,8 @@ class K3sFlags(nodefile.Nodes):
             cmd = f"if command -v k3s >/dev/null; then k3s kubectl --kubeconfig {kubeconfig} {raw}; " \
                   f"else kubectl --kubeconfig {kubeconfig} {raw}; fi"
         else:
-            cmd = f"k=/var/lib/rancher/rke2/bin/kubectl; [ -x \"$k\" ] || k=kubectl; \"$k\" --kubeconfig {kubeconfig} {raw}"
+            cmd = (f"k=/var/lib/rancher/rke2/bin/kubectl; [ -x \"$k\" ] || k=kubectl; "
+                   f"\"$k\" --kubeconfig {kubeconfig} {raw}")
         label = f"{host} (the node's {self.distro.kubeconfig})"
         try:
             r = self._node(host).run(cmd, timeout=20)
