@@ -86,3 +86,27 @@ def test_asking_for_another_sandbox_where_one_runs_is_refused_not_ignored(tmp_pa
         assert run_cli("sandbox", "up", "--dir", d).returncode == 0  # the same one again: fine
     finally:
         run_cli("sandbox", "down", "--dir", d)
+
+
+def test_the_sandbox_etcd_starts_again_on_new_ports_when_its_port_was_taken(tmp_path, monkeypatch):
+    # free_port() then etcd's bind is a race another process can win (seen once in CI): etcd exits with "address
+    # already in use", and the sandbox starts it again on new ports
+    import socket
+
+    from breakglass import sandbox
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    taken = busy.getsockname()[1]
+    real = sandbox.free_port
+    ports = iter([taken])
+    monkeypatch.setattr(sandbox, "free_port", lambda: next(ports, None) or real())
+    d = str(tmp_path / "sb")
+    try:
+        sb = sandbox.up(d)
+        assert not sb.endpoint.endswith(f":{taken}")
+        assert b"address already in use" in open(os.path.join(d, "etcd.log"), "rb").read()
+    finally:
+        sandbox.down(d)
+        busy.close()

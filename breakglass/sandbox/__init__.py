@@ -223,16 +223,7 @@ def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = N
         open(os.path.join(directory, MARKER), "w").close()
     except OSError as e:
         raise BadInput(f"{directory}: {(e.strerror or str(e)).lower()}") from None
-    cport, pport = free_port(), free_port()
-    endpoint = f"http://127.0.0.1:{cport}"
-    with open(os.path.join(directory, "etcd.log"), "ab") as log:
-        proc = subprocess.Popen(etcd_command(binary, "sandbox", _data_dir(directory), endpoint, pport),
-                                stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
-    why = wait_listening(proc, cport, 20)
-    if why:
-        if why != "exited":
-            os.killpg(proc.pid, signal.SIGKILL)
-        raise Unreachable(f"sandbox etcd {why}; see {directory}/etcd.log")
+    proc, endpoint = _start_etcd(binary, directory)
     files = _files(directory)
     sb = Sandbox(directory, endpoint, proc.pid, files)
     _save(sb)
@@ -252,6 +243,40 @@ def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = N
     sb.files["kubeadm_manifest" if node == "kubeadm" else "talos_config"] = sb.apiserver["node_config"]
     _save(sb)
     return sb
+
+
+def _start_etcd(binary: str, directory: str, attempts: int = 3) -> tuple[subprocess.Popen, str]:
+    """The sandbox's etcd, listening: (process, client URL). A free port can be taken by another process between
+    free_port() and etcd's bind (seen once in CI, with tests running side by side): etcd then exits with "address
+    already in use", and it is started again on new ports."""
+    log_path = os.path.join(directory, "etcd.log")
+    for attempt in range(attempts):
+        cport, pport = free_port(), free_port()
+        endpoint = f"http://127.0.0.1:{cport}"
+        start = os.path.getsize(log_path) if os.path.exists(log_path) else 0
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(etcd_command(binary, "sandbox", _data_dir(directory), endpoint, pport),
+                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+        why = wait_listening(proc, cport, 20)
+        if why is None:
+            # what answered may be the process that took the port, with etcd already gone or about to go
+            time.sleep(0.2)
+            if proc.poll() is None and not _port_taken(log_path, start):
+                return proc, endpoint
+            why = "exited"
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if why == "exited" and attempt + 1 < attempts and _port_taken(log_path, start):
+            continue
+        raise Unreachable(f"sandbox etcd {why}; see {directory}/etcd.log")
+    raise AssertionError("unreachable")  # the last attempt returns or raises
+
+
+def _port_taken(log_path: str, since: int) -> bool:
+    with open(log_path, "rb") as f:
+        f.seek(since)
+        return b"address already in use" in f.read(1 << 20)
 
 
 def _seed(sb: Sandbox) -> None:
