@@ -584,8 +584,8 @@ def _wait_ready(p: Prompter, a: planner.Access, when: str, remedy=None) -> None:
     admin kubeconfig when the remedy can (k3s and RKE2 answer an anonymous /readyz with 401 only)."""
     from breakglass.access import readyz  # noqa: PLC0415
 
-    if hasattr(remedy, "node_readiness") and not getattr(remedy, "local", True) and remedy.nodes:
-        probes = [lambda h=h: remedy.node_readiness(h) for h in remedy.nodes]
+    probes = remedy.readiness_probes() if hasattr(remedy, "readiness_probes") else []
+    if probes:
         _show_readiness(p, when, lambda tick: readyz.wait_for(probes, WAIT_SECONDS, on_tick=tick))
         return
     urls = [readyz.url_for(u) for u in a.readyz_urls]

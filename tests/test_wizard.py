@@ -220,6 +220,9 @@ def test_after_a_k3s_change_the_wizard_waits_through_the_nodes_own_kubeconfig(mo
         local = False
         nodes = {"cp1": None, "cp2": None}
 
+        def readiness_probes(self):  # as K3sFlags gives them
+            return [lambda h=h: self.node_readiness(h) for h in self.nodes]
+
         def node_readiness(self, host):
             asked.append(host)
             return readyz.Readiness(f"{host} (the node's /etc/rancher/k3s/k3s.yaml)", True, len(asked) > 2, 200,

@@ -316,11 +316,12 @@ def recover(
                           f"Patch {len(steps)} node(s)? Every {', '.join(wanted)} stays off until you revert.",
                           {"nodes": node_list, "plugins": wanted}, [] if files else (apiserver or node_list))
 
-    def _wait_ready(hosts: list[str]) -> list:
+    def _wait_ready(hosts: list[str], probes: list | None = None) -> list:
+        """/readyz on ``hosts`` (anonymous), or through ``probes`` (a node's own kubectl), with a spinner."""
         from breakglass.access import readyz  # noqa: PLC0415
 
-        urls = [readyz.url_for(u) for u in hosts]
-        states = readyz.wait(urls, wait_timeout, on_tick=_spinner if sys.stderr.isatty() else None)
+        probes = probes or [lambda u=readyz.url_for(h): readyz.probe(u) for h in hosts]
+        states = readyz.wait_for(probes, wait_timeout, on_tick=_spinner if sys.stderr.isatty() else None)
         if sys.stderr.isatty():
             print("\r\033[K", end="", file=sys.stderr)
         return states
@@ -380,17 +381,8 @@ def recover(
             print(f"note: {note}", file=sys.stderr)
         if sys.stderr.isatty() and output is Output.text:
             remedy.on_wait = _spin_line
-        ready = None
-        if not files and not apiserver and wait:
-            # each node's own admin kubeconfig: k3s and RKE2 answer an anonymous /readyz with 401 only
-            from breakglass.access import readyz  # noqa: PLC0415
-
-            def ready() -> list:
-                states = readyz.wait_for([lambda h=h: remedy.node_readiness(h) for h in hosts], wait_timeout,
-                                         on_tick=_spinner if sys.stderr.isatty() else None)
-                if sys.stderr.isatty():
-                    print("\r\033[K", end="", file=sys.stderr)
-                return states
+        # each node's own admin kubeconfig: k3s and RKE2 answer an anonymous /readyz with 401 only
+        ready = (lambda: _wait_ready([], remedy.readiness_probes())) if not files and not apiserver and wait else None
         return _carry_out(remedy, steps,
                           f"Change {len(steps)} node(s)' config and restart {remedy.distro.service}? "
                           f"Every {', '.join(wanted)} stays off until you revert." if not files else

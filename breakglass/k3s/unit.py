@@ -17,7 +17,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-KEY = "kube-apiserver-arg"
+from breakglass.k3s.config import KEY
 
 
 @dataclass

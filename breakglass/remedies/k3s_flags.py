@@ -142,6 +142,10 @@ class K3sFlags(nodefile.Nodes):
             return readyz.Readiness(label, False, False, None, [], f"not answering ({e})")
         return readyz.from_kubectl(label, r.rc, r.out.decode("utf-8", "replace"), r.err.decode("utf-8", "replace"))
 
+    def readiness_probes(self) -> list:
+        """One ``node_readiness`` probe per node (for ``readyz.wait_for``); none when acting on a local copy."""
+        return [] if self.local else [lambda h=h: self.node_readiness(h) for h in self.nodes]
+
     def describe_target(self) -> dict:
         return {"distro": self.distro.name, "hosts": list(self.nodes), "config": self.config,
                 "dropin_dir": self.dropin_dir, "plugins": self.plugins, "local": self.local,
