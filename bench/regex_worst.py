@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODULES = ("breakglass.diagnose.signatures", "breakglass.diagnose.causes", "breakglass.diagnose.engine",
            "breakglass.diagnose.correlate", "breakglass.diagnose.findings", "breakglass.logs.formats",
            "breakglass.logs.lines", "breakglass.logs.scanner", "breakglass.leaks.events", "breakglass.leaks.audit",
-           "breakglass.leaks.apiserver", "breakglass.bootstrap", "breakglass.vendors")
+           "breakglass.leaks.apiserver", "breakglass.heal.bootstrap", "breakglass.webhooks.vendors")
 FILLERS = ("a", " ", '"', "a ", "a.", "a:", "/", "-", "0", "a\"", "\\\"", "'", "[", "a/")
 
 

@@ -41,15 +41,15 @@ def _progress_line(source: str, done: int) -> None:  # the same line as breakgla
 
 def _diagnose(paths: list, output: str) -> int:
     from breakglass.diagnose.engine import Options, diagnose_paths
-    from breakglass.errors import ExitCode
+    from breakglass.core.errors import ExitCode
 
     progress = _progress_line if sys.stderr.isatty() else None
 
     def load_output() -> None:  # while the scan's workers run (Options.meanwhile)
         if output == "json":
-            import breakglass.envelope  # noqa: F401
+            import breakglass.core.envelope  # noqa: F401
         else:
-            import breakglass.render  # noqa: F401
+            import breakglass.present.render  # noqa: F401
 
     try:
         diag, warnings = diagnose_paths(paths, Options(max_evidence=5, engine="auto", progress=progress,
@@ -59,11 +59,11 @@ def _diagnose(paths: list, output: str) -> int:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
     code = int(ExitCode.FOUND if diag.verdict.needs_action else ExitCode.OK)
     if output == "json":
-        from breakglass.envelope import dumps, envelope
+        from breakglass.core.envelope import dumps, envelope
 
         text = dumps(envelope("Diagnosis", diag, code, warnings))
     else:
-        from breakglass import render
+        from breakglass.present import render
 
         text = render.diagnosis(diag, warnings, False)
     print(text)
@@ -72,7 +72,7 @@ def _diagnose(paths: list, output: str) -> int:
 
 def _leaks(paths: list, output: str) -> int:
     from breakglass import leaks as _leaks
-    from breakglass.errors import ExitCode
+    from breakglass.core.errors import ExitCode
     from breakglass.leaks.audit import scan
 
     rep = scan(paths, None, None, None, 60.0, sources=None)
@@ -82,11 +82,11 @@ def _leaks(paths: list, output: str) -> int:
     elif output == "recheck":
         print(_leaks.recheck_yaml(rep), end="")
     elif output == "json":
-        from breakglass.envelope import dumps, envelope
+        from breakglass.core.envelope import dumps, envelope
 
         print(dumps(envelope("LeakReport", rep.to_json(), code, [])))
     else:
-        from breakglass import render
+        from breakglass.present import render
 
         print(render.leak_report(rep, False))
     return code
@@ -108,7 +108,7 @@ def _fast(argv: list) -> int | None:
         return run(*parsed)
     except KeyboardInterrupt:
         from breakglass.cli._base import Output, _emit_error
-        from breakglass.errors import ExitCode
+        from breakglass.core.errors import ExitCode
 
         _emit_error("interrupted", "interrupted", int(ExitCode.INTERRUPTED),
                     Output.json if parsed[1] == "json" else Output.text)

@@ -9,7 +9,7 @@
 # On a Python or machine the bundle has no wheels for, it unpacks the nearest target instead:
 # everything written in Python works, modules with optional speedups fall back to pure Python,
 # and the paths that need a missing native module (gRPC for etcd, cryptography for SSH) stop
-# with one line and exit 6 (breakglass/capability.py says which).
+# with one line and exit 6 (breakglass/core/capability.py says which).
 import json
 import os
 import platform

@@ -139,7 +139,7 @@ def make_certs(directory: str) -> Certs:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-    from breakglass.textfile import write_private
+    from breakglass.core.textfile import write_private
 
     os.makedirs(directory, mode=0o700, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -419,7 +419,7 @@ class Session:
         self.start_etcd()
         api.write_files(self.layout, self.keys, self.url)
         if self.audit_policy is not None:
-            from breakglass.textfile import write_private
+            from breakglass.core.textfile import write_private
             write_private(self.layout.audit_policy, self.audit_policy.encode())
         self.start_apiserver()
         api.wait_state(self.client, "ready", 180, alive=self.alive)

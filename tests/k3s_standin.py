@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from breakglass.k3s import config as k3s  # noqa: E402
 from breakglass.k3s import unit as k3s_unit  # noqa: E402
-from breakglass.textfile import write_atomic  # noqa: E402
+from breakglass.core.textfile import write_atomic  # noqa: E402
 
 
 def install(bindir: str, settings: dict) -> None:

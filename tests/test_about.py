@@ -6,7 +6,7 @@ import json
 import os
 import stat
 
-from breakglass import about
+from breakglass.core import about
 from tests.conftest import ROOT, run_cli
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 from breakglass.webhooks import audit, listing, model, sources
 from tests.conftest import ROOT, run_cli
 

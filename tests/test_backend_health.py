@@ -123,7 +123,7 @@ def test_from_etcd_while_nothing_else_runs(etcd_clean):
 
 @pytest.mark.parametrize("bad", ["", "a/b", "..", "."])
 def test_a_namespace_that_would_widen_the_range_is_refused(bad):
-    from breakglass.errors import BadInput
+    from breakglass.core.errors import BadInput
 
     with pytest.raises(BadInput):
         backend.etcd_prefixes(bad)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from breakglass import planner
+from breakglass.flows import planner
 from breakglass.diagnose import signatures
 from tests import logbuild as lb
 from tests.conftest import diagnose_text, run_cli

@@ -1,4 +1,4 @@
-"""k3s and RKE2 nodes over the real OpenSSH server: which distribution a node runs (breakglass.distro), etcd found
+"""k3s and RKE2 nodes over the real OpenSSH server: which distribution a node runs (breakglass.access.distro), etcd found
 where that distribution keeps it (embedded etcd's client certificates, or k3s' kine on its unix socket, reached
 through an SSH channel to the socket), and `diagnose --ssh` reading k3s' journal and RKE2's static-pod logs.
 
@@ -22,7 +22,7 @@ import tempfile
 import pytest
 import yaml
 
-from breakglass import distro
+from breakglass.access import distro
 from tests.conftest import ROOT, run_cli
 
 FIX = os.path.join(ROOT, "tests", "fixtures", "journals")
@@ -131,7 +131,7 @@ def test_detects_the_distribution_over_ssh_with_the_evidence_in_order(node_sshd,
 
 def test_local_detection_and_a_bad_root():
     from breakglass.access.local import LocalNode
-    from breakglass.errors import BadInput
+    from breakglass.core.errors import BadInput
 
     d = tempfile.mkdtemp(prefix="bg-node-")
     try:
@@ -344,7 +344,7 @@ def test_diagnose_ssh_says_in_one_line_when_the_journal_cannot_be_read(node_sshd
 # -- the planner offers the nodes' own flag way out ---------------------------------------------------------------
 @pytest.mark.parametrize("layout,taken", [("k3s", "k3s"), ("rke2", "rke2"), ("kubeadm", "kubeadm")])
 def test_auto_takes_the_flag_way_out_of_the_distribution_the_node_runs(node_sshd, root, monkeypatch, layout, taken):
-    from breakglass import planner, scripted
+    from breakglass.flows import planner, scripted
     from breakglass.access.ssh import Node, SshOptions
 
     _layout(root, layout)

@@ -13,9 +13,11 @@ import time
 
 import pytest
 
-from breakglass import journal, recovery
+from breakglass.core import journal
+
+from breakglass.flows import recovery
 from breakglass.access.etcd import EtcdSettings
-from breakglass.errors import PreconditionFailed
+from breakglass.core.errors import PreconditionFailed
 from breakglass.webhooks import codec, sources
 from tests import etcd_server as es
 from tests.conftest import ROOT, run_cli

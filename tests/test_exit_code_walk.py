@@ -14,9 +14,9 @@ import sys
 
 import pytest
 
-from breakglass import errors
-from breakglass.errors import EXIT_CODE_MEANINGS, ExitCode
-from breakglass.outcome import FIELDS
+from breakglass.core import errors
+from breakglass.core.errors import EXIT_CODE_MEANINGS, ExitCode
+from breakglass.core.outcome import FIELDS
 from tests.conftest import ROOT
 
 GENERATED = os.path.join(ROOT, "tests", "talos", "generated", "v1.14.1", "controlplane.yaml")
@@ -270,7 +270,7 @@ def test_a_declined_prompt_exits_7_with_one_line(tmp_path):
 def test_snapshot_into_an_unwritable_place_is_bad_input_naming_it(etcd_clean, tmp_path):
     """`etcd snapshot` and `recover --snapshot` into /sys (unwritable even for root) or a missing directory: exit 2,
     one line naming the path; recover's run is closed as failed, with the outcome saying nothing changed."""
-    from breakglass import recovery
+    from breakglass.flows import recovery
     from breakglass.webhooks import codec, sources
     from tests import etcd_server as es
     from tests.test_codec import KYVERNO

@@ -76,9 +76,9 @@ class _Spy:
 
 def test_every_remote_command_takes_its_path_after_double_dash(sshd, tmp_path):
     from breakglass.access.ssh import Node, SshOptions
-    from breakglass.errors import BadInput
+    from breakglass.core.errors import BadInput
     from breakglass.logs import remote
-    from breakglass.remedies import kubeadm_flags as kf
+    from breakglass.ways import kubeadm_flags as kf
 
     spy = _Spy(Node("cp1", SshOptions(config=sshd.ssh_config, known_hosts=sshd.known_hosts)).connect())
     d = tmp_path / "logs dir"
@@ -417,7 +417,7 @@ def test_a_refused_ssh_connection_says_so_in_plain_words():
     import socket
 
     from breakglass.access.ssh import Node, SshOptions
-    from breakglass.errors import Unreachable
+    from breakglass.core.errors import Unreachable
 
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -450,7 +450,7 @@ def test_ssh_hosts_and_addresses_people_type_are_taken():
 
 
 def test_the_wizard_asks_again_for_a_host_list_with_a_typo():
-    from breakglass import wizard
+    from breakglass.flows import wizard
 
     assert wizard._hosts("cp1,cp2,cp3") is None
     assert "is not a host name" in wizard._hosts("cp1 cp2")

@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from breakglass import textfile
+from breakglass.core import textfile
 from tests.conftest import ROOT, run_cli
 
 GENERATED = os.path.join(ROOT, "tests", "talos", "generated", "v1.14.1", "controlplane.yaml")
@@ -133,7 +133,7 @@ def test_a_planted_report_tmp_link_is_not_written_through(tmp_path):
 
 
 def test_a_backup_name_that_leaves_the_backups_directory_is_refused(tmp_path):
-    from breakglass.journal import JournalError, Run
+    from breakglass.core.journal import JournalError, Run
 
     run = Run.create(str(tmp_path / "state"), "recover", {})
     (tmp_path / "outside").write_text("secret")
@@ -150,8 +150,8 @@ def test_a_state_directory_owned_by_another_user_is_refused_not_adopted(tmp_path
     p = run_cli("recover", "--method", "etcd", "-w", "x", "--etcd-endpoints", "http://127.0.0.1:1", "--yes",
                 env={"BREAKGLASS_STATE_DIR": str(state)})
     assert p.returncode in (2, 5)
-    from breakglass.errors import BadInput
-    from breakglass.journal import Run
+    from breakglass.core.errors import BadInput
+    from breakglass.core.journal import Run
 
     with pytest.raises(BadInput, match="belongs to uid 65534"):
         Run.create(str(state), "recover", {})
@@ -159,8 +159,8 @@ def test_a_state_directory_owned_by_another_user_is_refused_not_adopted(tmp_path
 
 
 def test_a_state_directory_in_an_impossible_place_is_bad_input_naming_it():
-    from breakglass.errors import BadInput
-    from breakglass.journal import Run
+    from breakglass.core.errors import BadInput
+    from breakglass.core.journal import Run
 
     for place in ("/proc/breakglass-state", "/dev/null", "/sys/kernel/breakglass"):
         with pytest.raises(BadInput, match=f"state directory {place}"):
@@ -168,9 +168,9 @@ def test_a_state_directory_in_an_impossible_place_is_bad_input_naming_it():
 
 
 def test_a_full_disk_after_the_change_still_names_the_run_and_the_way_back(tmp_path, monkeypatch, etcd_clean):
-    from breakglass import recovery
+    from breakglass.flows import recovery
     from breakglass.access.etcd import EtcdSettings
-    from breakglass.journal import Run
+    from breakglass.core.journal import Run
     from breakglass.webhooks import codec, sources
     from tests import etcd_server as es
     from tests.test_codec import KYVERNO
@@ -194,7 +194,7 @@ def test_a_full_disk_after_the_change_still_names_the_run_and_the_way_back(tmp_p
 
 @pytest.mark.parametrize("sig", ["term", "hup"])
 def test_sigterm_and_sighup_during_apply_are_an_interrupt_not_a_torn_run(etcd_clean, tmp_path, sig):
-    from breakglass import journal
+    from breakglass.core import journal
     from breakglass.webhooks import codec, sources
     from tests import etcd_server as es
     from tests.test_codec import KYVERNO
@@ -251,7 +251,7 @@ def test_a_snapshot_into_a_missing_directory_is_bad_input(etcd_clean, tmp_path):
 
 
 def test_a_snapshot_that_cannot_be_taken_leaves_no_orphan_run(etcd_clean, tmp_path):
-    from breakglass import recovery
+    from breakglass.flows import recovery
     from breakglass.webhooks import codec, sources
     from tests import etcd_server as es
     from tests.test_codec import KYVERNO

@@ -10,7 +10,9 @@ import shlex
 
 import pytest
 
-from breakglass import leaks, render
+from breakglass import leaks
+
+from breakglass.present import render
 from breakglass.leaks import audit
 from tests.conftest import run_cli
 from tests.test_leaks import event, fo
@@ -83,8 +85,8 @@ def test_csv_from_the_command_line_is_neutralised(tmp_path):
 
 
 def test_check_name_refuses_a_trailing_newline():
-    from breakglass.errors import BadInput
-    from breakglass.remedies.etcd_delete import check_name
+    from breakglass.core.errors import BadInput
+    from breakglass.ways.etcd_delete import check_name
 
     with pytest.raises(BadInput):
         check_name("kyverno\n")
@@ -113,13 +115,13 @@ def _allowed():
 
 
 @pytest.mark.parametrize("load", [
-    lambda t: __import__("breakglass.scripted", fromlist=["x"]).load_plan(t, _allowed()),
+    lambda t: __import__("breakglass.flows.scripted", fromlist=["x"]).load_plan(t, _allowed()),
     lambda t: __import__("breakglass.talos.machineconfig", fromlist=["x"]).parse(open(t).read(), t),
-    lambda t: __import__("breakglass.remedies.kubeadm_flags", fromlist=["x"])._command_flags(open(t).read(), t),
+    lambda t: __import__("breakglass.ways.kubeadm_flags", fromlist=["x"])._command_flags(open(t).read(), t),
     lambda t: __import__("breakglass.webhooks.sources", fromlist=["x"])._documents(open(t).read(), t),
 ], ids=["plan", "machineconfig", "manifest", "webhook-file"])
 def test_billion_laughs_is_refused_before_it_expands(tmp_path, load):
-    from breakglass.errors import BadInput
+    from breakglass.core.errors import BadInput
 
     p = tmp_path / "laughs.yaml"
     p.write_text(LAUGHS)
@@ -132,7 +134,7 @@ def test_billion_laughs_is_refused_before_it_expands(tmp_path, load):
     lambda t: __import__("breakglass.webhooks.sources", fromlist=["x"])._documents(open(t).read(), t),
 ], ids=["machineconfig", "webhook-file"])
 def test_yaml_nested_thousands_deep_is_bad_input(tmp_path, load):
-    from breakglass.errors import BadInput
+    from breakglass.core.errors import BadInput
 
     p = tmp_path / "deep.yaml"
     p.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
@@ -166,7 +168,7 @@ def test_malformed_plans_are_one_line_and_exit_2(tmp_path, content, match):
 
 
 def test_plan_values_of_the_right_type_still_load(tmp_path):
-    from breakglass import scripted
+    from breakglass.flows import scripted
 
     p = tmp_path / "plan.yaml"
     p.write_text("method: etcd\ndry_run: true\nwait_timeout: 60\nssh_port: 2222\nwebhook_config: validating/x\n"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from breakglass.errors import BadInput, PreconditionFailed
+from breakglass.core.errors import BadInput, PreconditionFailed
 from breakglass.k3s import config as k3s
-from breakglass.remedies.base import ALREADY, CONFLICT, RESTORED
+from breakglass.ways.base import ALREADY, CONFLICT, RESTORED
 
 HERE = Path(__file__).parent / "k3s"
 VWH, MWH = "ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"
@@ -200,7 +200,7 @@ def test_an_enable_on_the_command_line_is_refused_naming_the_unit():
 def test_reading_the_command_line_from_a_node_what_it_says_and_what_it_cannot_check():
     from types import SimpleNamespace
 
-    from breakglass.remedies.k3s_flags import read_command_line
+    from breakglass.ways.k3s_flags import read_command_line
 
     def node(rc: int, out: bytes):
         return SimpleNamespace(host="cp1", run=lambda cmd, timeout=None: SimpleNamespace(rc=rc, out=out, err=b""))
@@ -249,22 +249,22 @@ def _etc(tmp_path, text: str | bytes, dropins: dict | None = None, name: str = "
 
 
 def _remedy(srv, etc: Path, distro="k3s", restart=False, **kw):
-    from breakglass.remedies.k3s_flags import K3sFlags
+    from breakglass.ways.k3s_flags import K3sFlags
 
     return K3sFlags(distro, _nodes(srv), str(etc / "config.yaml"), plugins=BOTH, restart=restart,
                     backup_dir=str(etc.parent / "node-backup"), **kw)
 
 
 def _recover(remedy, state):
-    from breakglass import recovery
+    from breakglass.flows import recovery
 
     steps = remedy.plan()
     return recovery.execute(remedy, steps, str(state), {"hosts": list(remedy.nodes)}), steps
 
 
 def _revert(remedy, state, force=False, dry_run=False):
-    from breakglass import journal
-    from breakglass.remedies import driver
+    from breakglass.core import journal
+    from breakglass.ways import driver
 
     return driver.revert(remedy, journal.list_runs(str(state))[-1], force=force, dry_run=dry_run)
 

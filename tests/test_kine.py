@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from breakglass import journal
+from breakglass.core import journal
 from breakglass.sandbox import apiserver as launcher, free_port, pki as pkimod, wait_listening
 from tests.conftest import ROOT, run_cli
 from tests.real_control_plane import binary_for, built, require, stop_group
@@ -326,7 +326,7 @@ def test_a_non_default_etcd_prefix_over_tcp_and_a_recreated_configuration_on_rev
 def test_without_an_apiserver_kine_compare_and_swap_paging_and_no_snapshot(stack, tmp_path, monkeypatch):
     """breakglass' own client straight on kine (unix socket): every request shape it sends is one kine serves."""
     from breakglass.access import etcd as access
-    from breakglass.errors import Unreachable
+    from breakglass.core.errors import Unreachable
 
     kine, _ = stack(unix=True, apiserver=False)
     prefix = b"/registry/validatingwebhookconfigurations/"

@@ -177,8 +177,8 @@ def test_dry_run_only_reads(api):
 def test_the_plan_shows_exactly_what_the_apiserver_would_write(api, kind, ref, action):
     """The patch of each step, sent with dryRun=All, comes back from the real apiserver exactly as the plan's
     locally computed preview (kubeapi_ops), and nothing is stored."""
-    from breakglass import recovery
-    from breakglass.remedies.kubeapi_ops import apply_ops
+    from breakglass.flows import recovery
+    from breakglass.ways.kubeapi_ops import apply_ops
 
     if kind == "mutating":
         api.create("mutating", _mutating())
@@ -195,8 +195,8 @@ def test_the_plan_shows_exactly_what_the_apiserver_would_write(api, kind, ref, a
 
 
 def test_a_change_before_the_backup_is_never_overwritten(api):
-    from breakglass import recovery
-    from breakglass.errors import PreconditionFailed
+    from breakglass.flows import recovery
+    from breakglass.core.errors import PreconditionFailed
 
     remedy, steps = recovery.plan_kubeapi(api.kc, None, [NAME], None, "ignore", [])
     changed = api.get("validating", NAME)
@@ -214,8 +214,8 @@ def test_a_change_racing_the_write_is_refused_by_the_apiserver(api, monkeypatch,
     """The object changes after breakglass backed it up and before it writes: the apiserver itself refuses the
     write. A JSON patch whose `test` of metadata.resourceVersion fails is 422 Invalid (the apiserver's
     message does not say which operation failed); a delete whose preconditions fail is 409 Conflict."""
-    from breakglass import recovery
-    from breakglass.errors import PreconditionFailed
+    from breakglass.flows import recovery
+    from breakglass.core.errors import PreconditionFailed
 
     remedy, steps = recovery.plan_kubeapi(api.kc, None, [NAME], None, action, [])
     backup, request, answers = remedy.backup, remedy.api.request, []
@@ -386,8 +386,8 @@ def test_mutating_configuration(api):
 
 
 def test_wizard_checks_the_culprits_backend_through_the_api(api):
-    from breakglass import planner, wizard
-    from breakglass.prompts import ScriptedPrompter
+    from breakglass.flows import planner, wizard
+    from breakglass.present.prompts import ScriptedPrompter
     p = ScriptedPrompter([])
     access = planner.Access(kubeconfig=api.kc)
     wizard._check_backends(p, access, [f"{SCRATCH_NS}/kyverno-svc"])

@@ -13,7 +13,7 @@ import pytest
 from breakglass import leaks
 from breakglass.leaks import audit, events
 from breakglass.logs import lines
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 from tests.conftest import run_cli
 
 GK = "validation.gatekeeper.sh"

@@ -9,7 +9,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 from breakglass.leaks import apiserver, audit
 from breakglass.logs.jsonarray import json_array
 from tests.test_leaks import event, fo

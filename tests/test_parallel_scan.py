@@ -15,8 +15,8 @@ import signal
 import pytest
 
 from breakglass.diagnose import engine, parallel
-from breakglass.envelope import envelope
-from breakglass.errors import BadInput
+from breakglass.core.envelope import envelope
+from breakglass.core.errors import BadInput
 from breakglass.logs import forked, split
 from tests import logbuild as lb
 

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from breakglass.diagnose import signatures
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 from breakglass.logs import formats
 from breakglass.logs.scanner import Scanner
 from tests import logbuild as lb

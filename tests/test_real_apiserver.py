@@ -278,8 +278,9 @@ def _cmdline_has_any(text: str) -> bool:
 
 
 def test_the_wizard_rehearses_on_the_real_apiserver_sandbox(tmp_path):
-    from breakglass import sandbox, wizard
-    from breakglass.prompts import ScriptedPrompter
+    from breakglass import sandbox
+    from breakglass.flows import wizard
+    from breakglass.present.prompts import ScriptedPrompter
 
     _, binary = binary_for("1.34")
     state = str(tmp_path / "state")

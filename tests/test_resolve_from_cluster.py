@@ -169,8 +169,8 @@ def _seed_backend(srv, ready: int) -> None:
 
 
 def test_the_wizard_finds_the_configuration_and_reads_the_backend_from_etcd(cluster, tmp_path):
-    from breakglass import wizard
-    from breakglass.prompts import ScriptedPrompter
+    from breakglass.flows import wizard
+    from breakglass.present.prompts import ScriptedPrompter
 
     _seed_backend(cluster, ready=1)
     diag_log = tmp_path / "apiserver.log"
@@ -189,8 +189,8 @@ def test_the_wizard_finds_the_configuration_and_reads_the_backend_from_etcd(clus
 
 
 def test_the_wizard_asks_which_when_a_webhook_is_in_two_configurations(cluster, tmp_path):
-    from breakglass import wizard
-    from breakglass.prompts import ScriptedPrompter
+    from breakglass.flows import wizard
+    from breakglass.present.prompts import ScriptedPrompter
 
     diag_log = tmp_path / "apiserver.log"
     diag_log.write_text(lb.klog(lb.fail_closed(SPLIT, "context deadline exceeded",
@@ -254,8 +254,8 @@ def test_a_webhook_name_that_cannot_be_one_is_refused_in_one_line(cluster, tmp_p
 
 
 def test_kubeapi_checks_webhook_names_before_asking_the_api():
-    from breakglass.errors import BadInput
-    from breakglass.remedies.kubeapi_patch import KubeapiPatch
+    from breakglass.core.errors import BadInput
+    from breakglass.ways.kubeapi_patch import KubeapiPatch
 
     with pytest.raises(BadInput, match="not a webhook name"):
         KubeapiPatch(None, [], None, "ignore", ["$(id)"]).plan()  # no API: it must not be reached

@@ -8,11 +8,13 @@ import re
 
 import pytest
 
-from breakglass import outcome, recovery, runstates
-from breakglass.errors import BadInput, Unreachable
-from breakglass.journal import Run
-from breakglass.remedies import driver
-from breakglass.remedies.base import RESTORED, CONFLICT, RevertOutcome, Step
+from breakglass.core import outcome, runstates
+
+from breakglass.flows import recovery
+from breakglass.core.errors import BadInput, Unreachable
+from breakglass.core.journal import Run
+from breakglass.ways import driver
+from breakglass.ways.base import RESTORED, CONFLICT, RevertOutcome, Step
 from tests.conftest import ROOT, run_cli
 
 
@@ -149,14 +151,14 @@ def test_report_md_and_the_cli_draw_the_same_outcome(tmp_path):
     told = outcome.of_run_state(driver.replay(run))
     assert "## Outcome" in report and f"`breakglass revert {res.run}`" in report
     assert all(c in report for c in told.changed) and told.next == [f"breakglass revert {res.run}"]
-    from breakglass import render
+    from breakglass.present import render
 
     text = render.run_result(res)
     assert f"outcome: applied (run {res.run})" in text and f"breakglass revert {res.run}" in text
 
 
 def test_an_etcd_backup_that_fails_midway_ends_failed(tmp_path, monkeypatch):
-    from breakglass import etcd_tools
+    from breakglass.flows import etcd_tools
 
     class Remedy(Fake):
         def __init__(self, *a, **k):

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from breakglass.diagnose.engine import diagnose_paths
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 from breakglass.logs import sources
 from tests import logbuild as lb
 

@@ -17,7 +17,7 @@ import sys
 import pytest
 import yaml
 
-from breakglass.remedies import admission_flags as flags
+from breakglass.text import admission_flags as flags
 from tests import fake_talosctl as standin
 from tests.apiserver_standin import serve_readyz
 from tests.conftest import ROOT, run_cli
@@ -114,7 +114,7 @@ def test_merge_rules(args, plugins, after):
 
 
 def test_unknown_plugin_is_bad_input():
-    from breakglass.errors import BadInput
+    from breakglass.core.errors import BadInput
     with pytest.raises(BadInput):
         flags.disable({}, ["NamespaceLifecycle"])
 

@@ -14,8 +14,8 @@ import subprocess
 import pytest
 import yaml
 
-from breakglass.errors import BadInput
-from breakglass.remedies import admission_flags as flags
+from breakglass.core.errors import BadInput
+from breakglass.text import admission_flags as flags
 from breakglass.talos import machineconfig as mc
 from tests import fake_talosctl as standin
 

@@ -1,4 +1,4 @@
-"""breakglass' text edit of Talos machine-config files (breakglass/talos/textedit.py, `--config-file`).
+"""breakglass' text edit of Talos machine-config files (breakglass/text/textedit.py, `--config-file`).
 
 Every config Talos' own generator wrote for an era (tests/talos/generated), and variants made from it (CRLF line
 endings, no final newline, extraArgs already there with other keys, flow `{}` and `{a: b}`, a null extraArgs,
@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from breakglass.errors import BadInput
-from breakglass.remedies import admission_flags as flags
+from breakglass.core.errors import BadInput
+from breakglass.text import admission_flags as flags
 from breakglass.talos import machineconfig as mc
-from breakglass.talos import textedit as te
+from breakglass.text import textedit as te
 from tests import fake_talosctl as standin
 from tests.conftest import run_cli
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from breakglass import textfile
-from breakglass.errors import BadInput
+from breakglass.core import textfile
+from breakglass.core.errors import BadInput
 from tests.conftest import run_cli
 
 

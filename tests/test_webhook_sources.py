@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from breakglass.access.etcd import Etcd, EtcdSettings
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 from breakglass.webhooks import codec, sources
 from tests import etcd_server as es
 from tests.conftest import ROOT, run_cli

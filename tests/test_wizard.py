@@ -8,9 +8,11 @@ import sys
 
 import pytest
 
-from breakglass import planner, sandbox, wizard
-from breakglass.errors import Declined, Interrupted
-from breakglass.prompts import ScriptedPrompter
+from breakglass import sandbox
+
+from breakglass.flows import planner, wizard
+from breakglass.core.errors import Declined, Interrupted
+from breakglass.present.prompts import ScriptedPrompter
 from tests.conftest import ROOT
 
 LOG = os.path.join(ROOT, "examples", "logs", "talos-servicecidr-kyverno.log")
@@ -187,7 +189,7 @@ def test_auto_takes_the_first_viable_option(state, tmp_path):
 
 @pytest.mark.parametrize("name", ["etcd.yaml", "talos.yaml", "kubeadm.yaml", "kubeapi.yaml"])
 def test_example_plans_load(name):
-    from breakglass import scripted
+    from breakglass.flows import scripted
     from breakglass.cli.recover import recover
     import inspect
     allowed = set(inspect.signature(recover).parameters) - {"plan", "auto"}
@@ -210,7 +212,7 @@ def test_a_leaking_cluster_gets_the_leak_report_not_a_recovery(state):
 
 def test_after_a_k3s_change_the_wizard_waits_through_the_nodes_own_kubeconfig(monkeypatch):
     # k3s and RKE2 answer an anonymous /readyz with 401: the wizard asks each node's own kubectl instead
-    from breakglass import planner, wizard
+    from breakglass.flows import planner, wizard
     from breakglass.access import readyz
 
     monkeypatch.setattr(readyz.time, "sleep", lambda s: None)
@@ -242,7 +244,8 @@ def test_after_a_k3s_change_the_wizard_waits_through_the_nodes_own_kubeconfig(mo
 
 
 def test_after_reverting_a_k3s_run_the_wizard_asks_the_nodes_kubectl(tmp_path):
-    from breakglass import journal, planner, wizard
+    from breakglass.core import journal
+    from breakglass.flows import planner, wizard
     from tests.conftest import run_cli
 
     cfg = tmp_path / "config.yaml"

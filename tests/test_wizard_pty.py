@@ -11,7 +11,9 @@ import sys
 
 import pytest
 
-from breakglass import sandbox, wizard
+from breakglass import sandbox
+
+from breakglass.flows import wizard
 from tests.conftest import ROOT
 
 LOG = os.path.join(ROOT, "examples", "logs", "talos-servicecidr-kyverno.log")

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from breakglass.capability import load
-from breakglass.errors import BadInput, Unreachable
+from breakglass.core.capability import load
+from breakglass.core.errors import BadInput, Unreachable
 
 PAGE = 500
 
@@ -327,7 +327,7 @@ class Etcd:
 
         size, digest, trailer = self._call(go)
         if size < 32 or digest != trailer:
-            from breakglass.journal import JournalError  # noqa: PLC0415
+            from breakglass.core.journal import JournalError  # noqa: PLC0415
 
             raise JournalError("etcd snapshot failed its integrity check (sha256 trailer does not match)")
         return size, digest.hex()

@@ -6,7 +6,7 @@ etcd is never exposed: nothing listens but a loopback port on this machine, for 
 A run journals the route (the host, the endpoint as the node sees it, the certificate paths
 there), not the forward port, which dies with the process; ``reopen`` reaches etcd again that way.
 
-Given no certificate paths and no endpoint, the node is looked at first (``breakglass.distro``): kubeadm's
+Given no certificate paths and no endpoint, the node is looked at first (``breakglass.access.distro``): kubeadm's
 certificates, k3s' or RKE2's embedded etcd certificates (/var/lib/rancher/<k3s|rke2>/server/tls/etcd/), or k3s' kine
 on its unix socket, which is reached through an SSH channel to the socket itself (no TLS there: kine.sock has none).
 What was found, in the order it was looked for, goes with the settings as evidence (``route["found"]``).
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from breakglass.access.etcd import EtcdSettings, _parse_endpoint, _unix_path, credentials
 from breakglass.access.ssh import quoted_path, remote_path
-from breakglass.errors import BadInput, Unreachable
+from breakglass.core.errors import BadInput, Unreachable
 
 KUBEADM_PKI = {"cacert": "/etc/kubernetes/pki/etcd/ca.crt",
                "cert": "/etc/kubernetes/pki/apiserver-etcd-client.crt",
@@ -41,7 +41,7 @@ def tunnel(node, cacert: str | None, cert: str | None, key: str | None, timeout:
     paths = {"cacert": cacert, "cert": cert, "key": key}
     found = None
     if detect and not any(paths.values()) and not remote_socket:
-        from breakglass import distro  # noqa: PLC0415
+        from breakglass.access import distro  # noqa: PLC0415
 
         d, etcd = distro.etcd_route(node)
         found = {"distro": d.name, "summary": d.summary(), "evidence": d.evidence}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from breakglass.errors import BadInput, Unreachable
+from breakglass.core.errors import BadInput, Unreachable
 
 
 @dataclass

@@ -6,7 +6,7 @@ import subprocess
 from dataclasses import dataclass
 
 from breakglass.access.ssh import Result
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 
 
 @dataclass

@@ -21,8 +21,8 @@ import socket
 import threading
 from dataclasses import dataclass, field
 
-from breakglass.capability import load
-from breakglass.errors import BadInput, Unreachable
+from breakglass.core.capability import load
+from breakglass.core.errors import BadInput, Unreachable
 
 
 @dataclass

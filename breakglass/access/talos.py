@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
-from breakglass.errors import BadInput, Unreachable
+from breakglass.core.errors import BadInput, Unreachable
 
 
 @dataclass

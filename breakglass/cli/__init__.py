@@ -111,7 +111,7 @@ def bundle_main() -> None:
         else:
             _invoke("breakglass", "breakglass")
     except ImportError as e:  # typer parses typed options with pydantic, whose core is compiled code
-        from breakglass.capability import unsupported  # noqa: PLC0415
+        from breakglass.core.capability import unsupported  # noqa: PLC0415
 
         err = unsupported("the command line", e.name or "a compiled module", e)
         _emit_error(err.kind, str(err), int(err.exit_code), Output.text, err.hint)

@@ -11,7 +11,7 @@ from typing import Any, Callable, List, Optional
 import typer
 from typing_extensions import Annotated
 
-from breakglass.errors import BadInput, BreakglassError, ExitCode
+from breakglass.core.errors import BadInput, BreakglassError, ExitCode
 
 
 class Output(str, enum.Enum):
@@ -88,7 +88,7 @@ def _emit_error(err_type: str, message: str, code: int, output: Output, hint: st
                 outcome=None) -> None:
     """``outcome``: what the failed command did (a run that changed something before it failed), when known."""
     if output is Output.json:
-        from breakglass.envelope import dumps, error_envelope  # noqa: PLC0415
+        from breakglass.core.envelope import dumps, error_envelope  # noqa: PLC0415
 
         print(dumps(error_envelope(err_type, message, code, hint, outcome)))
     print(f"breakglass: error: {message}", file=sys.stderr)
@@ -128,7 +128,7 @@ def _progress_line(source: str, done: int) -> None:
 
 
 def _render():
-    from breakglass import render  # noqa: PLC0415 - text rendering is only needed for text output
+    from breakglass.present import render  # noqa: PLC0415 - text rendering is only needed for text output
 
     return render
 
@@ -143,7 +143,7 @@ def _show(output: Output, kind: str, result: Any, text: Callable[[], str], code:
 
 
 def _print_json(kind: str, result: Any, code: int, warnings: list[str]) -> None:
-    from breakglass.envelope import dumps, envelope  # noqa: PLC0415
+    from breakglass.core.envelope import dumps, envelope  # noqa: PLC0415
 
     print(dumps(envelope(kind, result, code, warnings)))
 
@@ -196,7 +196,7 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show exactly what wo
 def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout, via_ssh=None,
                  ssh_options=None, etcd_user=None, etcd_password=None):
     from breakglass.access.etcd import EtcdSettings  # noqa: PLC0415
-    from breakglass.recovery import EtcdTarget  # noqa: PLC0415
+    from breakglass.flows.recovery import EtcdTarget  # noqa: PLC0415
     from breakglass.webhooks.sources import etcd_prefixes  # noqa: PLC0415
 
     etcd_prefixes(etcd_prefix)  # validates it
@@ -230,7 +230,7 @@ def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, 
 
 def _confirm(question: str, yes: bool) -> None:
     """Ask before changing anything. Scripts pass --yes; without a terminal there is no asking."""
-    from breakglass.errors import Declined  # noqa: PLC0415
+    from breakglass.core.errors import Declined  # noqa: PLC0415
 
     if yes:
         return
@@ -246,7 +246,7 @@ _spin_state = [0]
 
 def _spinner(states) -> None:
     from breakglass.access import readyz  # noqa: PLC0415
-    from breakglass.prompts import SPIN  # noqa: PLC0415
+    from breakglass.present.prompts import SPIN  # noqa: PLC0415
 
     _spin_state[0] += 1
     print(f"\r\033[K{SPIN[_spin_state[0] % 4]} {readyz.waiting_text(states)}", end="", file=sys.stderr, flush=True)

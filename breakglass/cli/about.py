@@ -40,7 +40,7 @@ def version(
         if short:
             _show(output, "Version", {"breakglass": __version__}, lambda: f"breakglass {__version__}")
             return 0
-        from breakglass.about import collect  # noqa: PLC0415
+        from breakglass.core.about import collect  # noqa: PLC0415
 
         about = collect()
         _show(output, "Version", about.to_json(), lambda: _render().about(about))

@@ -39,7 +39,7 @@ from breakglass.cli._base import (
     TalosEndpointsOpt,
     VerboseOpt,
 )
-from breakglass.errors import BadInput, ExitCode
+from breakglass.core.errors import BadInput, ExitCode
 
 PODS_DIR = "/var/log/pods"
 
@@ -110,7 +110,7 @@ def diagnose(
                                   _split(talos_node))
         found = []  # what each --ssh node runs, with the evidence: it picks the logs and the ways out
         if ssh:
-            from breakglass import distro  # noqa: PLC0415
+            from breakglass.access import distro  # noqa: PLC0415
             from breakglass.logs.remote import distro_sources  # noqa: PLC0415
 
             opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, None)
@@ -134,7 +134,7 @@ def diagnose(
         if etcd_endpoints or kubeconfig:
             warnings += _place_in_cluster(diag)
         if found:
-            from breakglass.distro_ways import tailor  # noqa: PLC0415
+            from breakglass.flows.distro_ways import tailor  # noqa: PLC0415
 
             diag.remedies = tailor(diag.remedies, found)
         code = int(ExitCode.FOUND if diag.verdict.needs_action else ExitCode.OK)
@@ -147,7 +147,7 @@ def diagnose(
         from breakglass.cli.inventory import _load_inventory  # noqa: PLC0415
         from breakglass.cli._base import Source  # noqa: PLC0415
         from breakglass.diagnose import cluster  # noqa: PLC0415
-        from breakglass.errors import BreakglassError  # noqa: PLC0415
+        from breakglass.core.errors import BreakglassError  # noqa: PLC0415
 
         source = "etcd" if etcd_endpoints else "api"
         try:

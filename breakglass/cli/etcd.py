@@ -63,7 +63,7 @@ def etcd_get(
     """
 
     def body() -> int:
-        from breakglass import etcd_tools  # noqa: PLC0415
+        from breakglass.flows import etcd_tools  # noqa: PLC0415
 
         target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
                               etcd_user=etcd_user, etcd_password=etcd_password)
@@ -90,7 +90,7 @@ def etcd_list(
     """
 
     def body() -> int:
-        from breakglass import etcd_tools  # noqa: PLC0415
+        from breakglass.flows import etcd_tools  # noqa: PLC0415
 
         target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
                               etcd_user=etcd_user, etcd_password=etcd_password)
@@ -152,7 +152,7 @@ def etcd_backup(
     """
 
     def body() -> int:
-        from breakglass import etcd_tools  # noqa: PLC0415
+        from breakglass.flows import etcd_tools  # noqa: PLC0415
 
         target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
                               etcd_user=etcd_user, etcd_password=etcd_password)

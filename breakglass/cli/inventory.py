@@ -35,7 +35,7 @@ from breakglass.cli._base import (
     TimeoutOpt,
     VerboseOpt,
 )
-from breakglass.errors import ExitCode
+from breakglass.core.errors import ExitCode
 
 
 def _spec(files, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix,

@@ -29,7 +29,7 @@ from breakglass.cli._base import (
     TalosEndpointsOpt,
     VerboseOpt,
 )
-from breakglass.errors import BadInput, ExitCode
+from breakglass.core.errors import BadInput, ExitCode
 
 
 # Where Talos keeps kube-apiserver's audit log (--audit-log-path=/var/log/audit/kube/kube-apiserver.log)

@@ -50,7 +50,7 @@ from breakglass.cli._base import (
     _write_new,
     YesOpt,
 )
-from breakglass.errors import BadInput, ExitCode
+from breakglass.core.errors import BadInput, ExitCode
 
 
 class Method(str, enum.Enum):
@@ -196,7 +196,7 @@ def recover(
         return
 
     def body() -> int:
-        from breakglass import recovery  # noqa: PLC0415
+        from breakglass.flows import recovery  # noqa: PLC0415
 
         if method is None:
             raise BadInput("say how: --method kubeapi|talos|kubeadm|k3s|rke2|etcd, a --plan file, or --auto")
@@ -231,7 +231,7 @@ def recover(
     def _refs() -> list[str]:
         """What to act on: -w references, else the --webhook names (webhook:NAME, resolved in the cluster), else
         the culprits of --diagnosis (the configurations its log named, the webhooks it did not place)."""
-        from breakglass import scripted  # noqa: PLC0415
+        from breakglass.flows import scripted  # noqa: PLC0415
 
         return (list(webhook_config or []) or [f"webhook:{w}" for w in _split(webhook)]
                 or scripted.targets_from_diagnosis(diagnosis))
@@ -239,8 +239,8 @@ def recover(
     def _plan_or_done(plan):
         """Plan; a name that is gone because an earlier run (applied, not reverted) removed it is not an error:
         the change is already in place, as a second `recover --yes` in a script must learn."""
-        from breakglass import recovery  # noqa: PLC0415
-        from breakglass.errors import AlreadyDone  # noqa: PLC0415
+        from breakglass.flows import recovery  # noqa: PLC0415
+        from breakglass.core.errors import AlreadyDone  # noqa: PLC0415
 
         try:
             return plan()
@@ -252,21 +252,21 @@ def recover(
                                  f"{'; '.join(done.steps)}", hint=f"`breakglass revert {done.run}` undoes it") from None
 
     def _spin_line(text: str) -> None:
-        from breakglass.prompts import SPIN  # noqa: PLC0415
+        from breakglass.present.prompts import SPIN  # noqa: PLC0415
 
         _spin_line.n = getattr(_spin_line, "n", 0) + 1
         print(f"\r\033[K{SPIN[_spin_line.n % 4]} {text}"[:200], end="", file=sys.stderr, flush=True)
 
     def _wanted() -> list[str]:
-        from breakglass import scripted  # noqa: PLC0415
-        from breakglass.remedies.admission_flags import WEBHOOK_PLUGINS  # noqa: PLC0415
+        from breakglass.flows import scripted  # noqa: PLC0415
+        from breakglass.text.admission_flags import WEBHOOK_PLUGINS  # noqa: PLC0415
 
         return _split(plugins) or scripted.plugins_from_diagnosis(diagnosis) or list(WEBHOOK_PLUGINS)
 
     def _carry_out(remedy, steps, question: str, meta: dict, wait_hosts=(), snapshot_path=None, ready=None) -> int:
         """Show the plan; then (unless --dry-run) confirm, execute, wait, and show the result."""
-        from breakglass import recovery  # noqa: PLC0415
-        from breakglass.remedies.driver import RunResult  # noqa: PLC0415
+        from breakglass.flows import recovery  # noqa: PLC0415
+        from breakglass.ways.driver import RunResult  # noqa: PLC0415
 
         skipped = getattr(remedy, "skipped", None)
         note = f"\nalready disabled on: {', '.join(skipped)}" if skipped else ""
@@ -291,7 +291,7 @@ def recover(
         return code
 
     def _recover_talos() -> int:
-        from breakglass import recovery  # noqa: PLC0415
+        from breakglass.flows import recovery  # noqa: PLC0415
 
         files = [os.path.abspath(f) for f in config_file or []]  # journaled absolute: revert works from anywhere
         node_list = files or _split(nodes)
@@ -327,7 +327,7 @@ def recover(
         return states
 
     def _recover_kubeadm() -> int:
-        from breakglass import recovery  # noqa: PLC0415
+        from breakglass.flows import recovery  # noqa: PLC0415
 
         wanted = _wanted()
         if manifest:
@@ -353,7 +353,7 @@ def recover(
                           {"hosts": hosts or ["localhost"], "plugins": wanted}, apiserver or hosts)
 
     def _recover_k3s() -> int:
-        from breakglass import recovery  # noqa: PLC0415
+        from breakglass.flows import recovery  # noqa: PLC0415
         from breakglass.access.ssh import remote_path  # noqa: PLC0415
 
         wanted = _wanted()
@@ -397,7 +397,7 @@ def _recover_scripted(given: dict) -> int:
     """--plan and --auto: fill recover's options, then run it as if they had been typed."""
     import inspect  # noqa: PLC0415
 
-    from breakglass import scripted  # noqa: PLC0415
+    from breakglass.flows import scripted  # noqa: PLC0415
 
     defaults = {k: p.default for k, p in inspect.signature(recover).parameters.items()}
     args = {k: v for k, v in given.items() if k not in ("plan", "auto")}
@@ -472,7 +472,7 @@ def revert(
     """
 
     def body() -> int:
-        from breakglass import recovery  # noqa: PLC0415
+        from breakglass.flows import recovery  # noqa: PLC0415
 
         target = None
         ssh_opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
@@ -516,7 +516,7 @@ def runs(state_dir: StateDirOpt = None, output: OutputOpt = Output.text, verbose
     """
 
     def body() -> int:
-        from breakglass import recovery  # noqa: PLC0415
+        from breakglass.flows import recovery  # noqa: PLC0415
 
         items = recovery.list_runs(state_dir)
         _show(output, "RunList", items, lambda: _render().runs(items))

@@ -17,7 +17,7 @@ from breakglass.cli._base import (
     StateDirOpt,
     VerboseOpt,
 )
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 
 
 sandbox_app = typer.Typer(name="sandbox", help="A local rehearsal environment: a real etcd, and with --apiserver "

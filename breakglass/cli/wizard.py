@@ -12,7 +12,7 @@ from breakglass.cli._base import (
     StateDirOpt,
     VerboseOpt,
 )
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 
 
 @app.callback()
@@ -41,8 +41,8 @@ def wizard(state_dir: StateDirOpt = None, output: OutputOpt = Output.text, verbo
     def body() -> int:
         if sys.stdin is None or not sys.stdin.isatty():
             raise BadInput("the wizard needs a terminal", hint="use `breakglass recover ... --yes` in scripts")
-        from breakglass import wizard as _wizard  # noqa: PLC0415
-        from breakglass.prompts import QuestionaryPrompter  # noqa: PLC0415
+        from breakglass.flows import wizard as _wizard  # noqa: PLC0415
+        from breakglass.cli.prompter import QuestionaryPrompter  # noqa: PLC0415
 
         return _wizard.run(QuestionaryPrompter(), state_dir)
 

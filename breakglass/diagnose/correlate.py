@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from breakglass.bootstrap import BlockedObject
+from breakglass.heal.bootstrap import BlockedObject
 from breakglass.diagnose import causes, signatures
 from breakglass.diagnose.model import EVIDENCE_HEAD, EVIDENCE_TAIL, Event
 from breakglass.logs.record import LogRecord

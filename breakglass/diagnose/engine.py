@@ -32,7 +32,7 @@ class Options:
 def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
                      warnings: list[str] | None = None) -> Diagnosis:
     """Run the whole diagnosis over already-resolved sources."""
-    from breakglass.errors import BadInput  # noqa: PLC0415 - avoid a cycle at import
+    from breakglass.core.errors import BadInput  # noqa: PLC0415 - avoid a cycle at import
 
     opts = opts or Options()
     warnings = warnings if warnings is not None else []
@@ -188,7 +188,7 @@ def looks_like_log(sample: bytes) -> bool:
 def require_log(diag: Diagnosis) -> None:
     """"Nothing found" in what is not a log at all (an empty pipe from a failed talosctl, a binary file, YAML,
     base64) would be a false all-clear: that is bad input, saying what was read."""
-    from breakglass.errors import BadInput  # noqa: PLC0415
+    from breakglass.core.errors import BadInput  # noqa: PLC0415
 
     s = diag.stats
     if diag.findings or diag.notices or s.log_like:

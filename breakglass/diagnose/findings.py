@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from breakglass import bootstrap, vendors
+from breakglass.heal import bootstrap
+
+from breakglass.webhooks import vendors
 from breakglass.diagnose import causes
 from breakglass.diagnose.correlate import Correlator, LogRecord, _Acc
 from breakglass.diagnose.model import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from breakglass.bootstrap import BlockedObject
+from breakglass.heal.bootstrap import BlockedObject
 from breakglass.diagnose.causes import Cause
 from breakglass.logs.record import LogRecord
 

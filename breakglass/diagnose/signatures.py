@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 
-from breakglass import bootstrap, vendors
+from breakglass.heal import bootstrap
+
+from breakglass.webhooks import vendors
 from breakglass.diagnose import causes
 from breakglass.diagnose.model import Event
 from breakglass.logs.record import LogRecord

@@ -22,7 +22,7 @@ import os
 import re
 from typing import Iterator
 
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 from breakglass.leaks.events import View, parse_line, ref_name, view
 from breakglass.leaks.model import Leak, LeakReport, Rechecks, TimeRange, admitted_write, finish, parse_time
 from breakglass.logs import forked, split

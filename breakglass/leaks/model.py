@@ -7,7 +7,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 from breakglass.logs.timestamps import parse_iso
 
 WRITES = ("create", "update", "patch")

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Iterable, Iterator
 
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 
 MAX_ELEMENT = 64 << 20
 # Kubernetes objects, audit events and log records nest a few dozen levels; json's C decoder raises RecursionError

@@ -6,7 +6,7 @@ import shlex
 import subprocess
 
 from breakglass.access.ssh import quoted_path, remote_path
-from breakglass.errors import BadInput, Unreachable
+from breakglass.core.errors import BadInput, Unreachable
 from breakglass.logs.sources import LogSource, _pod_log_key
 
 
@@ -107,10 +107,10 @@ def journal_source(node, unit: str, root: str = "/") -> LogSource:
 
 
 def distro_sources(node, found, pods_dir: str | None = None) -> list[LogSource]:
-    """kube-apiserver's logs where the node's distribution (``breakglass.distro.Distro``) keeps them: k3s' journal;
+    """kube-apiserver's logs where the node's distribution (``breakglass.access.distro.Distro``) keeps them: k3s' journal;
     RKE2's static pod logs (kube-system_kube-apiserver-*) and rke2-server's journal; kubelet's pod logs otherwise.
     ``pods_dir`` given: the pod logs there, whatever the distribution."""
-    from breakglass.distro import on, rancher  # noqa: PLC0415
+    from breakglass.access.distro import on, rancher  # noqa: PLC0415
 
     if pods_dir:
         return ssh_sources(node, pods_dir)

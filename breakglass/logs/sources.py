@@ -16,7 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterator
 
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 
 CHUNK = 4 << 20  # measured: 4 MiB reads are fastest here and keep peak RSS near 35 MB
 _GZIP_MAGIC = b"\x1f\x8b"

@@ -19,8 +19,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from breakglass import journal
-from breakglass.errors import BadInput, Unreachable
+from breakglass.core import journal
+from breakglass.core.errors import BadInput, Unreachable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the checkout, for the example files
@@ -173,7 +173,7 @@ def load(directory: str) -> Sandbox | None:
 
 
 def _save(sb: Sandbox) -> None:
-    from breakglass.textfile import write_private  # noqa: PLC0415
+    from breakglass.core.textfile import write_private  # noqa: PLC0415
 
     state = {"endpoint": sb.endpoint, "pid": sb.pid, "files": sb.files, "apiserver": sb.apiserver}
     write_private(os.path.join(sb.dir, "sandbox.json"), json.dumps(state, indent=2).encode())

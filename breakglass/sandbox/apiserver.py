@@ -18,9 +18,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
-from breakglass.errors import BadInput, Unreachable
+from breakglass.core.errors import BadInput, Unreachable
 from breakglass.sandbox.pki import Pki
-from breakglass.textfile import write_private
+from breakglass.core.textfile import write_private
 
 SERVICE_CIDR = "10.96.0.0/12"
 ISSUER = "https://kubernetes.default.svc.cluster.local"

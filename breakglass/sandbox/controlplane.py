@@ -17,10 +17,10 @@ import time
 
 import yaml
 
-from breakglass.errors import BadInput, BreakglassError, Unreachable
+from breakglass.core.errors import BadInput, BreakglassError, Unreachable
 from breakglass.sandbox import apiserver, pki as pkimod, scenarios
 from breakglass.sandbox.apiserver import Client, Layout
-from breakglass.textfile import write_private
+from breakglass.core.textfile import write_private
 
 
 def _spawn(argv: list[str], log_path: str) -> subprocess.Popen:

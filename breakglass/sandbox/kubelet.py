@@ -32,7 +32,7 @@ import time
 
 import yaml
 
-from breakglass.textfile import write_private
+from breakglass.core.textfile import write_private
 
 
 def argv_from_manifest(text: str) -> tuple[str, list[str]]:

@@ -11,7 +11,7 @@ import ipaddress
 import os
 from dataclasses import dataclass
 
-from breakglass.textfile import write_private
+from breakglass.core.textfile import write_private
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from breakglass import textfile
-from breakglass.errors import BadInput
-from breakglass.remedies.admission_flags import Value
+from breakglass.core import textfile
+from breakglass.core.errors import BadInput
+from breakglass.text.admission_flags import Value
 
-LEGACY = "cluster.apiServer.extraArgs"
-DOCUMENT = "KubeAPIServerConfig.extraArgs"
+from breakglass.text.textedit import DOCUMENT, LEGACY  # noqa: F401  (the two eras, named where the text is edited)
 
 
 @dataclass

@@ -15,8 +15,10 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from breakglass import bootstrap, vendors
-from breakglass.bootstrap import BootstrapKind
+from breakglass.heal import bootstrap
+
+from breakglass.webhooks import vendors
+from breakglass.heal.bootstrap import BootstrapKind
 from breakglass.webhooks.model import MAP, VAP, VAP_BINDING, MAP_BINDING, AdmissionConfig, Rule, Webhook
 
 SEVERITIES = ("info", "low", "medium", "high", "critical")
@@ -63,7 +65,7 @@ def parse_version(text: str | None) -> tuple[int, int] | None:
         return None
     m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?", text.strip())
     if not m:
-        from breakglass.errors import BadInput  # noqa: PLC0415
+        from breakglass.core.errors import BadInput  # noqa: PLC0415
 
         raise BadInput(f"not a Kubernetes version: {text!r} (use e.g. 1.33)")
     return int(m[1]), int(m[2])

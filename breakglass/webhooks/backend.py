@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 from breakglass.webhooks import codec
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"

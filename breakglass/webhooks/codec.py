@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 
 MAGIC = b"k8s\x00"
 ENCRYPTED = b"k8s:enc:"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 
 VALIDATING, MUTATING = "validating", "mutating"
 VAP, VAP_BINDING, MAP, MAP_BINDING = "vap", "vapbinding", "map", "mapbinding"

@@ -1,7 +1,7 @@
 """Which configuration holds a webhook a log names, read from the cluster, and who owns it.
 
 An apiserver log names a webhook (``validate.policy.corp.example.com``), never the configuration that holds it.
-Vendor naming conventions (``breakglass.vendors``) guess it for a few operators; this module asks the cluster:
+Vendor naming conventions (``breakglass.webhooks.vendors``) guess it for a few operators; this module asks the cluster:
 every ValidatingWebhookConfiguration and MutatingWebhookConfiguration read from etcd or the API, indexed by the
 names of their webhooks. The answer says where it came from (``etcd``, ``api``), replaces a convention's guess,
 and names the owner from the object itself (Helm's release annotations, ``app.kubernetes.io`` labels,
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from breakglass.errors import BadInput
+from breakglass.core.errors import BadInput
 from breakglass.webhooks import model
 
 WEBHOOK_REF = "webhook:"

@@ -12,8 +12,8 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from breakglass import textfile
-from breakglass.errors import BadInput, Unreachable
+from breakglass.core import textfile
+from breakglass.core.errors import BadInput, Unreachable
 from breakglass.webhooks import codec, model
 from breakglass.webhooks.model import AdmissionConfig
 

@@ -1,0 +1,386 @@
+"""Recover and revert as operations on run directories: what the CLI (and the wizard) drive.
+
+``plan_*`` reads the target and returns the exact steps; ``execute`` backs up, applies
+and verifies them inside a new run directory; ``revert_run`` undoes a run from its journal
+alone; ``report`` writes the postmortem summary.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass, field
+
+from breakglass.core import journal, outcome, runstates
+
+from breakglass.present import render
+from breakglass.access.etcd import Etcd, EtcdSettings
+from breakglass.core.errors import BadInput, BreakglassError, Interrupted, PreconditionFailed
+from breakglass.core.journal import Run
+from breakglass.ways import driver
+from breakglass.ways.base import Step
+from breakglass.ways.etcd_delete import EtcdDelete
+from breakglass.webhooks import sources
+
+
+@dataclass
+class EtcdTarget:
+    settings: EtcdSettings
+    prefix: str = sources.DEFAULT_ETCD_PREFIX
+
+    def connect(self) -> Etcd:
+        return Etcd(self.settings, tuple(sources.etcd_prefixes(self.prefix).values()))
+
+    def backend(self, service: str):
+        """Ready endpoints behind Service NAMESPACE/NAME, read from this etcd (the apiserver may be down)."""
+        from breakglass.webhooks import backend  # noqa: PLC0415
+
+        ns, name = service.split("/", 1)
+        etcd = Etcd(self.settings, backend.etcd_prefixes(ns, self.prefix))
+        try:
+            return backend.from_etcd(etcd, ns, name, self.prefix)
+        finally:
+            etcd.close()
+
+
+def plan_etcd(target: EtcdTarget, refs: list[str], kinds: list[str] | None = None,
+              take_all: bool = False) -> tuple[EtcdDelete, list[Step]]:
+    """``refs``: configurations (NAME, kind/NAME, etcd key) or webhooks (webhook:NAME, found in etcd)."""
+    if not refs:
+        raise BadInput("name at least one configuration with --webhook-config (or a webhook: -w webhook:NAME)")
+    remedy = EtcdDelete(target.connect(), refs, kinds, target.prefix, take_all)
+    return remedy, remedy.plan()
+
+
+def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_path: str | None = None,
+            progress=None, hook=None) -> driver.RunResult:
+    if snapshot_path and remedy.method != "etcd":
+        raise BadInput("--snapshot goes with --method etcd")
+    run = Run.create(journal.state_dir(state), "recover", {"method": remedy.method, **meta})
+    snap = None
+    try:
+        if snapshot_path:
+            snap = take_snapshot(remedy.etcd, run, snapshot_path, progress)
+        result = driver.apply(remedy, steps, run, hook)
+    except KeyboardInterrupt:
+        _close(run, "interrupted", "interrupted", "interrupted")
+        err = Interrupted(f"interrupted during run {run.id}; its journal says what was done",
+                          hint=f"`breakglass revert {run.id}` undoes it" if _touched(run)
+                          else f"nothing was changed; run {run.id} is closed as interrupted")
+        err.outcome = outcome.of_run_state(driver.replay(run))  # type: ignore[attr-defined]
+        raise err from None
+    except BaseException as e:
+        # every way out ends the run in a final state (driver.apply closes its own; a snapshot that could not
+        # be taken, or a bug, is closed here), and the error says what was changed
+        _close(run, "failed", str(e), getattr(e, "kind", "failure"))
+        if isinstance(e, BreakglassError):
+            done = _touched(run)
+            e.hint = (f"{e.hint}; " if e.hint else "") + (
+                f"touched so far: {', '.join(done)}; `breakglass revert {run.id}` undoes it" if done
+                else f"nothing was changed; run {run.id} is closed as failed")
+            e.outcome = outcome.of_run_state(driver.replay(run))  # type: ignore[attr-defined]
+        raise
+    finally:
+        report_error = _write_report(run)
+    result.snapshot = snap
+    if report_error:
+        result.error = report_error  # the change is made and journaled: say so, with the way back
+    return result
+
+
+def _touched(run: Run) -> list[str]:
+    return [s.step.target for s in driver.replay(run).steps if s.last in CHANGED]
+
+
+def _close(run: Run, event: str, error: str, kind: str) -> None:
+    """End a run still in a transient state (started, planned, applying) as ``event``."""
+    try:
+        if driver.replay(run).status in runstates.TRANSIENT:
+            run.append(event, step=None, error=error or event, kind=kind)
+    except (OSError, BreakglassError):  # the journal itself is what failed: nothing more can be recorded
+        pass
+
+
+def _write_report(run: Run) -> str | None:
+    """report.md, or why it could not be written (a full or read-only disk after the change must not hide the
+    run id and the way to revert behind an error)."""
+    try:
+        run.write_file("report.md", report(run))
+        return None
+    except OSError as e:
+        return (f"report.md could not be written ({(e.strerror or str(e)).lower()}); the journal in {run.path} "
+                f"has the run, and `breakglass revert {run.id}` undoes it")
+
+
+def take_snapshot(etcd: Etcd, run: Run, path: str, progress=None) -> dict:
+    run.append("snapshot-started", path=os.path.abspath(path))
+    info = etcd.save_snapshot(path, progress)
+    run.append("snapshot-saved", **info)
+    return info
+
+
+def plan_talos(store, nodes: list[str], plugins: list[str]):
+    from breakglass.ways.talos_flags import TalosFlags  # noqa: PLC0415
+
+    remedy = TalosFlags(store, nodes, plugins)
+    return remedy, remedy.plan()
+
+
+def plan_kubeadm(nodes: dict, manifest: str, plugins: list[str], verify_timeout: float, local: bool = False,
+                 backup_dir: str | None = None):
+    from breakglass.ways.kubeadm_flags import NODE_BACKUP_DIR, KubeadmFlags  # noqa: PLC0415
+
+    remedy = KubeadmFlags(nodes, manifest, plugins, verify_timeout, local, backup_dir or NODE_BACKUP_DIR)
+    return remedy, remedy.plan()
+
+
+def plan_k3s(distro: str, nodes: dict, config: str | None, dropin_dir: str | None, plugins: list[str],
+             verify_timeout: float, local: bool = False, backup_dir: str | None = None):
+    from breakglass.ways.k3s_flags import K3sFlags  # noqa: PLC0415
+
+    remedy = K3sFlags(distro, nodes, config, dropin_dir, plugins, verify_timeout, restart=not local, local=local,
+                      backup_dir=backup_dir)
+    return remedy, remedy.plan()
+
+
+def plan_kubeapi(kubeconfig: str | None, context: str | None, refs: list[str], kinds: list[str] | None,
+                 action: str, webhooks: list[str], timeout: float = 10.0, take_all: bool = False):
+    from breakglass.access import kubeapi  # noqa: PLC0415
+    from breakglass.ways.kubeapi_patch import KubeapiPatch  # noqa: PLC0415
+    from breakglass.ways.etcd_delete import kind_of  # noqa: PLC0415
+
+    api = kubeapi.connect(kubeconfig, context, timeout)
+    remedy = KubeapiPatch(api, refs, [kind_of(k) for k in kinds] if kinds else None, action, webhooks,
+                          kubeconfig, context, take_all)
+    return remedy, remedy.plan()
+
+
+def talos_store(talos=None, files: bool = False):
+    from breakglass.ways.talos_flags import FileStore, TalosctlStore  # noqa: PLC0415
+
+    return FileStore() if files else TalosctlStore(talos)
+
+
+def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=None, kube=None):
+    if state.method == "kubeapi":
+        from breakglass.access import kubeapi  # noqa: PLC0415
+        from breakglass.ways.kubeapi_patch import KubeapiPatch  # noqa: PLC0415
+
+        t = state.target
+        kubeconfig, context = (kube or (None, None))
+        kubeconfig, context = kubeconfig or t.get("kubeconfig"), context or t.get("context")
+        return KubeapiPatch(kubeapi.connect(kubeconfig, context), action=t.get("action", "ignore"),
+                            kubeconfig=kubeconfig, context=context)
+    if state.method == "kubeadm":
+        from breakglass.ways.kubeadm_flags import KubeadmFlags  # noqa: PLC0415
+
+        t = state.target
+        if t.get("local"):
+            from breakglass.access.local import LocalNode  # noqa: PLC0415
+
+            nodes = {"localhost": LocalNode()}
+        else:
+            from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
+
+            nodes = {h: Node(h, ssh or SshOptions()) for h in t.get("hosts") or []}
+        return KubeadmFlags(nodes, t.get("manifest"), t.get("plugins") or [], 0, bool(t.get("local")),
+                            t.get("backup_dir") or "/etc/kubernetes/breakglass-backup")
+    if state.method in ("k3s", "rke2"):
+        from breakglass.ways.k3s_flags import K3sFlags  # noqa: PLC0415
+
+        t = state.target
+        if t.get("local"):
+            from breakglass.access.local import LocalNode  # noqa: PLC0415
+
+            nodes = {"localhost": LocalNode()}
+        else:
+            from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
+
+            nodes = {h: Node(h, ssh or SshOptions()) for h in t.get("hosts") or []}
+        return K3sFlags(state.method, nodes, t.get("config"), t.get("dropin_dir"), t.get("plugins") or [], 0,
+                        restart=bool(t.get("restart")), local=bool(t.get("local")), backup_dir=t.get("backup_dir"))
+    if state.method == "talos":
+        from breakglass.access.talos import Talos  # noqa: PLC0415
+        from breakglass.ways.talos_flags import TalosFlags  # noqa: PLC0415
+
+        t = state.target
+        if t.get("store") == "file":
+            return TalosFlags(talos_store(files=True))
+        if talos is None:
+            talos = Talos(talosconfig=t.get("talosconfig"), context=t.get("context"),
+                          endpoints=list(t.get("endpoints") or []))
+        return TalosFlags(talos_store(talos))
+    if state.method == "etcd":
+        # The keys are under the prefix the run used (k3s: /k3s), whatever reaches etcd now.
+        prefix = state.target.get("etcd_prefix") or sources.DEFAULT_ETCD_PREFIX
+        if not isinstance(prefix, str):
+            raise BadInput(f"run {state.run}: its journal's etcd prefix is not a string")
+        sources.etcd_prefixes(prefix)  # validates it
+        if etcd is None:
+            eps = ",".join(state.target.get("etcd_endpoints") or [])
+            user = state.target.get("etcd_user")  # the run's user; its password is asked for again
+            user = os.environ.get("ETCDCTL_USER") or (user if isinstance(user, str) else None)
+            if state.target.get("etcd_via_ssh"):  # the run's route through SSH, with today's SSH options
+                from breakglass.access import etcd_ssh  # noqa: PLC0415
+
+                etcd = EtcdTarget(etcd_ssh.reopen(state.target, ssh, user), prefix)
+            else:
+                etcd = EtcdTarget(EtcdSettings.resolve(eps or None, user=user), prefix)
+        else:
+            etcd = EtcdTarget(etcd.settings, prefix)
+        return EtcdDelete(etcd.connect(), prefix=prefix)
+    raise BadInput(f"run {state.run}: method {state.method!r} cannot be reverted by this version")
+
+
+def latest_unreverted(state: str | None) -> Run:
+    _check_state_dir(state)  # a file is bad input, not "nothing left to revert"
+    for run in reversed(journal.list_runs(state)):
+        st = driver.replay(run)
+        if st.status not in ("reverted",) and any(s.backup for s in st.steps):
+            return run
+    from breakglass.core.errors import AlreadyDone  # noqa: PLC0415
+
+    raise AlreadyDone(f"nothing left to revert in {journal.state_dir(state)}: every run is reverted or changed "
+                      f"nothing", hint="`breakglass runs` lists them; name one to revert it again")
+
+
+def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, force: bool = False,
+               dry_run: bool = False, talos=None, ssh=None, kube=None) -> driver.RevertResult:
+    run = Run.open(ref, state) if ref else latest_unreverted(state)
+    st = driver.replay(run)
+    if not any(s.backup for s in st.steps):  # stopped before anything was backed up, so before any change
+        if st.status in runstates.TRANSIENT and not dry_run:
+            if st.label.endswith("(running, pid " + str(st.pid) + ")"):
+                raise PreconditionFailed(f"run {run.id} is still {st.status} in process {st.pid}",
+                                         hint="let it finish (or stop it), then `breakglass runs` shows its state")
+            run.append("run-closed", reason=f"nothing was changed; the run was left {st.label}")
+            run.write_file("report.md", report(run))
+            return driver.RevertResult(run.id, dry_run, [], "closed")
+        return driver.RevertResult(run.id, dry_run, [], "nothing-to-do")
+    remedy = remedy_for(st, etcd, talos, ssh, kube)
+    try:
+        return driver.revert(remedy, run, force=force, dry_run=dry_run)
+    finally:
+        if not dry_run:
+            run.write_file("report.md", report(run))
+
+
+@dataclass
+class RunSummary:
+    run: str
+    path: str
+    kind: str
+    method: str | None
+    status: str  # one of runstates.RUN_STATES, or "unreadable: why"
+    started: str | None
+    steps: list[str] = field(default_factory=list)
+    label: str = ""  # the status as `runs` shows it: "started (process gone)" for a run whose process died
+    changed: int = 0  # steps that changed something and are not undone
+
+
+def list_runs(state: str | None) -> list[RunSummary]:
+    _check_state_dir(state)
+    out = []
+    for run in journal.list_runs(state):
+        try:
+            st = driver.replay(run)
+        except BadInput as e:
+            out.append(RunSummary(run.id, run.path, "?", None, f"unreadable: {e}", None, label="unreadable"))
+            continue
+        out.append(RunSummary(run.id, run.path, st.kind, st.method, st.status, st.started,
+                              [f"{s.step.summary} [{s.last}{', ' + s.reverts[-1] if s.reverts else ''}]"
+                               for s in st.steps], st.label, len(_still_changed(st))))
+    return out
+
+
+def _still_changed(st: driver.RunState) -> list:
+    return [s for s in st.steps if s.last in CHANGED and not (s.reverts and s.reverts[-1] not in ("reverting",
+                                                                                                  "conflict"))]
+
+
+def _check_state_dir(state: str | None) -> None:
+    """A state directory that names a file is bad input, not "no runs" (one that does not exist yet is empty)."""
+    path = journal.state_dir(state)
+    runs = os.path.join(path, "runs")
+    for p in (path, runs):
+        if os.path.exists(p) and not os.path.isdir(p):
+            raise BadInput(f"state directory {p} is a file, not a directory",
+                           hint="choose another with --state-dir or $BREAKGLASS_STATE_DIR")
+    if os.path.isdir(runs) and not os.access(runs, os.R_OK | os.X_OK):
+        raise BadInput(f"state directory {runs}: permission denied")
+
+
+CHANGED = ("applying", "applied", "verified", "unverified")
+
+
+def open_runs(state: str | None) -> list[RunSummary]:
+    """Recover runs that changed something and are not reverted: what a restarted wizard offers to finish."""
+    out = []
+    for run in journal.list_runs(state):
+        try:
+            st = driver.replay(run)
+        except BadInput:
+            continue
+        changed = [s for s in st.steps if s.last in CHANGED and not (s.reverts and s.reverts[-1] != "reverting")]
+        if st.kind == "recover" and st.status != "reverted" and changed:
+            out.append(RunSummary(run.id, run.path, st.kind, st.method, st.status, st.started,
+                                  [s.step.summary for s in changed]))
+    return out
+
+
+def applied_by(state: str | None, method: str, refs: list[str]) -> RunSummary | None:
+    """The open run of ``method`` that already changed one of ``refs`` (NAME, kind/NAME or an etcd key), so
+    a second `recover` of the same thing says so instead of failing on what the first one removed."""
+    names = {r.rstrip("/").rsplit("/", 1)[-1] for r in refs}
+    for summary in reversed(open_runs(state)):
+        if summary.method == method and any(n and any(n in step for step in summary.steps) for n in names):
+            return summary
+    return None
+
+
+def report(run: Run) -> str:
+    """report.md: the run for the postmortem (timeline, changes, backups, revert status)."""
+    st = driver.replay(run)
+    lines = [f"# breakglass run {run.id}", "", f"- kind: {st.kind}", f"- method: {st.method or '-'}",
+             f"- status: **{st.status}**", f"- started: {st.started}", ""]
+    if st.target:
+        lines += ["## Target", ""] + [f"- {k}: {v}" for k, v in st.target.items()] + [""]
+    lines += ["## Changes", ""]
+    for s in st.steps:
+        lines.append(f"### {s.step.id}: {s.step.summary}")
+        lines += ["", "```diff", s.step.diff.rstrip(), "```", ""]
+        lines.append(f"- last transition: {s.last}")
+        if s.backup:
+            for k, v in s.backup.items():
+                if k.endswith("sha256"):
+                    lines.append(f"- backup {k[:-7]}: `backups/{s.backup[k[:-7]]}` sha256 `{v}`")
+        if s.reverts:
+            done = [r for r in s.reverts if r != "reverting"]  # "reverting" is the journal's intent, not an outcome
+            lines.append(f"- revert: {done[-1] if done else 'started, not finished'}")
+        lines.append("")
+    found = [e for e in run.events() if e.get("event") == "findings"]
+    if found:
+        lines += ["## Findings", "", f"**{found[-1].get('verdict', '')}**", ""]
+        lines += [f"- {f}" for f in found[-1].get("findings") or []] + [""]
+    fixes = [e.get("text", "") for e in run.events() if e.get("event") == "permanent-fix"]
+    if fixes:
+        lines += ["## Permanent fix", "", "```", fixes[-1], "```", ""]
+    lines += ["## Timeline", ""]
+    for e in run.events():
+        extra = {k: v for k, v in e.items()
+                 if k not in ("ts", "event", "steps", "backup", "target", "text", "findings", "verdict")}
+        lines.append(f"- {e.get('ts')} {e.get('event')} {extra if extra else ''}".rstrip())
+    told = outcome.of_run_state(st)  # the same outcome `recover`, `revert` and `runs` print
+    lines += ["", "## Outcome", ""] + render.outcome(told, markdown=True)
+    if st.status == "reverted":
+        lines += ["", "Reverted: nothing of this run is left in the cluster."]
+    elif told.next:
+        lines += ["", "To undo: `breakglass revert " + run.id + "` (works from a copy of this directory too: "
+                  "`breakglass revert /path/to/" + run.id + "`)."]
+    else:
+        lines += ["", "Nothing was changed by this run."]
+    return "\n".join(lines) + "\n"
+
+
+def key_of(step: Step) -> bytes:
+    return base64.b64decode(step.data["key_b64"])

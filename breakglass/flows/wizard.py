@@ -1,0 +1,692 @@
+"""The on-call wizard: from "it's down" to "it's back and reverted", one question at a time.
+
+A thin layer, like the CLI: it asks through the prompts interface and drives the same core
+(diagnose, planner, recovery, audit). Every change is previewed as its exact diff and confirmed by
+typing the name of what will be deleted or disabled.
+
+It has no dead ends: a bad path or name is asked again with the reason; a way in that does not answer
+says why and goes back to "how can you reach the cluster" with what was typed kept; when no way out can
+be used it shows the manual commands and offers another way in. It starts by offering to finish runs
+that are applied and not reverted.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import time
+from dataclasses import dataclass, field
+
+from breakglass import sandbox
+
+from breakglass.flows import planner, recovery
+
+from breakglass.present import render
+from breakglass.core.errors import BadInput, BreakglassError, Declined, Interrupted
+from breakglass.present.prompts import Choice, Prompter
+from breakglass.text.admission_flags import WEBHOOK_PLUGINS
+
+WAIT_SECONDS = 300.0
+
+
+def run(p: Prompter, state: str | None = None, timeout: float = 3.0) -> int:
+    try:
+        return _flow(p, state, timeout)
+    except KeyboardInterrupt:
+        raise Interrupted("wizard interrupted", hint="`breakglass runs` shows any change made; "
+                                                    "`breakglass revert` undoes it; `breakglass` starts again") from None
+
+
+@dataclass
+class Typed:
+    """What the engineer typed for a way in, kept when it did not work so the next try starts from it."""
+
+    values: dict = field(default_factory=dict)
+
+    def get(self, key: str, default: str = "") -> str:
+        return self.values.get(key, default)
+
+
+def _flow(p: Prompter, state: str | None, timeout: float) -> int:
+    p.say("breakglass: let's get the control plane past its admission webhooks. Nothing changes without your "
+          "typed confirmation.")
+    finished = _resume(p, state, timeout)
+    if finished is not None:
+        return finished
+    # 1. what is wrong
+    diag, targets, plugins = _diagnose(p)
+    if diag is not None and diag.verdict.state == "leaking" and not _leaks(p):
+        return 0
+    # 2. how to reach the cluster, and which way out: back to the way in until one can be used
+    typed = Typed()
+    while True:
+        access = _access(p, state, timeout, typed)
+        probes = planner.probe(access, timeout)
+        probes.update(access.local_probes())
+        for pr in probes.values():
+            p.say(f"  {pr.name}: {'reachable' if pr.reachable else 'NOT reachable'}: {pr.detail}")
+        opts = planner.options(probes, have_targets=True, family=diag.verdict.family if diag else None,
+                               distros=access.distros)
+        usable = [o for o in opts if o.available]
+        if not usable:
+            p.say("No way out can be used with this access. By hand, the same ways are:")
+            p.say(_manual(targets))
+            if p.confirm("Try another way in?", True):
+                continue
+            raise Declined("no way out could be used; nothing was changed")
+        method = p.select("Which way out? (least invasive first)",
+                          [Choice(o.method, f"{o.method}: {o.summary}", _short(o.reason) if not o.available else None,
+                                  f"Cost: {o.tradeoff}" + (f" Unavailable: {o.reason}" if not o.available else ""))
+                           for o in opts])
+        try:
+            remedy, steps, confirm_word, refs = _plan(p, method, access, targets, plugins, typed)
+        except BreakglassError as e:
+            p.say(f"That way out cannot be planned: {e}")
+            if p.confirm("Try another way in?", True):
+                continue
+            raise Declined(f"no plan could be made ({e}); nothing was changed") from None
+        break
+    if not steps:
+        p.say("Nothing to change: " + ("; ".join(getattr(remedy, "notes", [])) or "it is already in place."))
+        return 0
+    # 3. the exact change
+    p.say(render.plan(steps, remedy.method))
+    for note in getattr(remedy, "notes", []):
+        p.say(f"note: {note}")
+    _confirm_typed(p, confirm_word)
+    if hasattr(remedy, "on_wait"):
+        remedy.on_wait = p.progress
+    res = recovery.execute(remedy, steps, state, {"wizard": True, "method": method, "refs": refs})
+    record = recovery.journal.Run.open(res.run, state)
+    if diag is not None:
+        record.append("findings", verdict=diag.verdict.headline,
+                      findings=[f"[{f.id}] {f.severity} {f.title}" for f in diag.findings[:20]])
+    p.say(render.run_result(res))
+    _wait_ready(p, access, "after the change", remedy)
+    p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
+          "present (kubectl -n NAMESPACE get endpointslices -l kubernetes.io/service-name=SERVICE).")
+    _check_backends(p, access, sorted({f.service for f in (diag.findings if diag else []) if f.service}
+                                      | {t["service"] for t in targets if t.get("service")}))
+    # 4. the lasting fix, recorded for the postmortem
+    fix = _permanent_fix(targets)
+    if fix:
+        p.say(fix)
+        record.append("permanent-fix", text=fix)
+    # 5. revert
+    p.say("Revert only once the webhook's backend is healthy again.")
+    if p.confirm("Revert the temporary change now?", False):
+        _revert(p, res.run, state, access)
+    else:
+        p.say(f"When the webhook is healthy: breakglass revert {res.run}")
+    record.write_file("report.md", recovery.report(record))
+    p.say(f"Report for the postmortem: {record.path}/report.md")
+    return 0
+
+
+# -- 0. runs left open ---------------------------------------------------------------------------------
+
+def _resume(p: Prompter, state: str | None, timeout: float) -> int | None:
+    """A change applied and not reverted (the wizard was stopped, or `recover` ran): finish it first."""
+    runs = recovery.open_runs(state)
+    if not runs:
+        return None
+    latest = runs[-1]
+    p.say(f"Run {latest.run} ({latest.method}, {latest.status}) changed the cluster and is not reverted:")
+    for step in latest.steps:
+        p.say(f"  - {step}")
+    what = p.select("What now?", [
+        Choice("revert", "revert it now (the webhook's backend is healthy again)"),
+        Choice("report", "write its report for the postmortem, keep the change"),
+        Choice("continue", "leave it, and diagnose or recover something else"),
+    ])
+    if what == "continue":
+        return None
+    if what == "report":
+        record = recovery.journal.Run.open(latest.run, state)
+        record.write_file("report.md", recovery.report(record))
+        p.say(f"Report for the postmortem: {record.path}/report.md (the change stays; "
+              f"`breakglass revert {latest.run}` undoes it)")
+        return 0
+    access = planner.Access()
+    sb = sandbox.load(sandbox.default_dir(state))
+    if sb and sb.apiserver:
+        access.readyz_urls = [sb.apiserver["url"]]
+    _revert(p, latest.run, state, access)
+    return 0
+
+
+def _revert(p: Prompter, run_id: str, state: str | None, access: planner.Access) -> None:
+    rr = recovery.revert_run(run_id, state, access.etcd, talos=access.talos,
+                             kube=(access.kubeconfig, access.context))
+    p.say(render.revert_result(rr))
+    # the webhook is back in the path: is the apiserver still ready? (k3s/RKE2: asked through the nodes' kubectl)
+    _wait_ready(p, access, "after the revert", _node_prober(run_id, state, access))
+
+
+def _node_prober(run_id: str, state: str | None, access: planner.Access):
+    """For a k3s/RKE2 run over SSH, something whose node_readiness(host) asks the node's own kubectl."""
+    if not access.ssh_nodes:
+        return None
+    from breakglass.ways import driver  # noqa: PLC0415
+
+    method = driver.replay(recovery.journal.Run.open(run_id, state)).method
+    if method not in ("k3s", "rke2"):
+        return None
+    from breakglass.ways.k3s_flags import K3sFlags  # noqa: PLC0415
+
+    return K3sFlags(method, access.ssh_nodes)
+
+
+# -- 1. diagnosis ----------------------------------------------------------------------------------------
+
+def _paths(text: str) -> list[str]:
+    """A path as typed: ~ expanded, globs expanded (sorted), several separated by spaces or commas."""
+    out = []
+    for part in text.replace(",", " ").split():
+        part = os.path.abspath(os.path.expanduser(part))  # journaled absolute: revert works from anywhere
+        out += sorted(glob.glob(part)) if any(c in part for c in "*?[") else [part]
+    return out
+
+
+def _readable(text: str) -> str | None:
+    if not text.strip():
+        return None
+    paths = _paths(text)
+    if not paths:
+        return f"nothing matches {text.strip()!r}"
+    missing = [x for x in paths if not os.path.exists(x)]
+    if missing:
+        return f"{missing[0]}: no such file or directory"
+    unreadable = [x for x in paths if not os.access(x, os.R_OK)]
+    return f"{unreadable[0]}: permission denied" if unreadable else None
+
+
+def _diagnose(p: Prompter):
+    targets: list[dict] = []
+    plugins = list(WEBHOOK_PLUGINS)
+    p.say("Which kube-apiserver logs? Files, a directory, .gz or globs; Enter alone skips the diagnosis.")
+    logs = p.text("Logs to diagnose:", validate=_readable).strip()
+    if not logs:
+        return None, targets, plugins
+    from breakglass.diagnose.engine import diagnose_paths  # noqa: PLC0415
+
+    try:
+        diag, _ = diagnose_paths(_paths(logs))
+    except BadInput as e:
+        p.say(f"Could not read the logs: {e}. Going on without a diagnosis.")
+        return None, targets, plugins
+    p.say(diag.verdict.headline)
+    p.say(diag.verdict.explanation)
+    for f in diag.findings[:5]:
+        p.say(f"  [{f.id}] {f.severity.upper()} {f.title}")
+    if not diag.findings:
+        p.say("Nothing in these logs points at a webhook. You can still pick a configuration below.")
+    for r in diag.remedies:
+        if r.method == "kubeapi":  # every culprit: named by the log, guessed by convention, or only a webhook
+            targets = [dict(t) for t in r.targets if t.get("configuration") or t.get("webhook")]
+        if r.method == "talos" and r.plugins:
+            plugins = list(r.plugins)
+    return diag, targets, plugins
+
+
+# -- 2. the way in ---------------------------------------------------------------------------------------
+
+WAYS_IN = [
+    ("etcd", "etcd endpoints", "On a control-plane node: https://127.0.0.1:2379 with the etcd client certificates."),
+    ("kubeconfig", "kubeconfig", "An apiserver still answers (not ready is fine): point at one node directly."),
+    ("talos", "Talos nodes, through talosctl", "talosctl with a talosconfig that reaches the control plane."),
+    ("talos-file", "a Talos machine-config file", "The cluster is managed as code: edit the file, apply it."),
+    ("ssh", "SSH to control-plane nodes (kubeadm, k3s, RKE2)", "kubeadm: the kube-apiserver manifest; k3s, RKE2: "
+     "a drop-in of their config.yaml and a service restart. breakglass finds which the node runs."),
+    ("manifest", "a kubeadm manifest on this machine", "You are on the control-plane node, as root."),
+]
+
+
+def _access(p: Prompter, state: str | None, timeout: float, typed: Typed) -> planner.Access:
+    from breakglass.access.etcd import EtcdSettings  # noqa: PLC0415
+
+    d = sandbox.default_dir(state)
+    running = sandbox.status(d).get("running")
+    choices = [Choice(k, title, None, hint) for k, title, hint in WAYS_IN]
+    rehearsal = Choice("sandbox", "REHEARSAL: the local sandbox" + (" (running)" if running else ""),
+                       None, "A sandbox on this machine (a real kube-apiserver if you have one): nothing real is "
+                             "touched.")
+    choices.append(rehearsal)  # last: two Enters never act on a rehearsal by accident
+    how = p.select("How can you reach the cluster?", choices)
+    a = planner.Access()
+    typed.values["how"] = how
+    if how == "sandbox":
+        sb = sandbox.load(d) if running else None
+        if sb is None:
+            binary = _rehearsal_binary(p)
+            p.say("Starting the sandbox; nothing outside it is touched.")
+            sb = sandbox.up(d, apiserver=binary or None, say=p.say)
+        p.banner = "REHEARSAL"
+        a.etcd = recovery.EtcdTarget(EtcdSettings(endpoints=(sb.endpoint,), timeout=timeout))
+        if sb.apiserver:
+            p.say(f"kube-apiserver {sb.apiserver['version']} at {sb.apiserver['url']} (log: {sb.apiserver['log']})")
+            a.kubeconfig = sb.apiserver["kubeconfig"]
+            a.readyz_urls = [sb.apiserver["url"]]
+            if sb.apiserver.get("node") == "talos":
+                a.talos_files = [sb.apiserver["node_config"]]
+            else:
+                a.manifest = sb.apiserver["manifest"]
+    elif how == "etcd":
+        eps = _ask(p, typed, "etcd_endpoints", "etcd endpoints (a,b,c):",
+                   os.environ.get("ETCDCTL_ENDPOINTS", "https://127.0.0.1:2379"))
+        ca = _ask(p, typed, "etcd_ca", "etcd CA file (empty: none):", os.environ.get("ETCDCTL_CACERT", ""),
+                  _file_or_empty)
+        cert = _ask(p, typed, "etcd_cert", "etcd client cert (empty: none):",
+                    os.environ.get("ETCDCTL_CERT", ""), _file_or_empty)
+        key = _ask(p, typed, "etcd_key", "etcd client key (empty: none):", os.environ.get("ETCDCTL_KEY", ""),
+                   _file_or_empty)
+        try:
+            a.etcd = recovery.EtcdTarget(EtcdSettings.resolve(eps, ca or None, cert or None, key or None, timeout))
+        except BadInput as e:
+            p.say(f"  {e}")
+            return _access(p, state, timeout, typed)
+        a.readyz_urls = _optional_url(p, typed)
+    elif how == "kubeconfig":
+        path = _ask(p, typed, "kubeconfig", "kubeconfig:", os.environ.get("KUBECONFIG", "~/.kube/config"),
+                    _file_or_empty)
+        a.kubeconfig = os.path.expanduser(path) if path else None
+        a.context = _pick_context(p, a.kubeconfig) or None
+        a.wants_kubeconfig = True
+    elif how == "talos":
+        from breakglass.access.talos import Talos  # noqa: PLC0415
+
+        cfg = _ask(p, typed, "talosconfig", "talosconfig:", os.environ.get("TALOSCONFIG", "~/.talos/config"),
+                   _file_or_empty)
+        contexts, nodes, endpoints = _talosconfig(cfg)
+        context = p.select("talosconfig context:", [Choice(c, c) for c in contexts]) if len(contexts) > 1 else (
+            contexts[0] if contexts else "")
+        a.talos_nodes = _split(_ask(p, typed, "talos_nodes", "Control-plane nodes (a,b,c):",
+                                    ",".join(nodes.get(context, [])), _nonempty))
+        eps = _ask(p, typed, "talos_endpoints", "Talos endpoints (empty: context's):",
+                   ",".join(endpoints.get(context, [])))
+        talosctl = _ask(p, typed, "talosctl", "talosctl binary:", "talosctl", _on_path)
+        a.talos = Talos(talosctl=talosctl, talosconfig=os.path.expanduser(cfg) if cfg else None,
+                        context=context or None, endpoints=_split(eps))
+        a.readyz_urls = list(a.talos_nodes)
+    elif how == "talos-file":
+        a.talos_files = _paths(_ask(p, typed, "talos_files", "Control-plane machine config(s):",
+                                    "", _readable_required))
+    elif how == "ssh":
+        from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
+
+        hosts = _split(_ask(p, typed, "ssh_hosts", "Control-plane hosts (a,b,c):",
+                            "", _hosts))
+        user = _ask(p, typed, "ssh_user", "SSH user (empty: default):", "")
+        key = _ask(p, typed, "ssh_key", "SSH key (empty: default):", "", _file_or_empty)
+        port = _ask(p, typed, "ssh_port", "SSH port (empty: default):", "", _port_or_empty)
+        p.say("SSH defaults come from ~/.ssh/config (IdentityFile, agent, User, Port), else $USER and 22. A "
+              "host key that changed is always refused.")
+        accept = p.confirm("Accept and record unknown host keys?", False)
+        opts = SshOptions(user=user or None, key=os.path.expanduser(key) if key else None,
+                          port=int(port) if port else None, accept_new=accept, timeout=timeout)
+        a.ssh_nodes = {h: Node(h, opts) for h in hosts}
+        a.readyz_urls = list(hosts)
+    else:
+        a.manifest = os.path.abspath(os.path.expanduser(_ask(p, typed, "manifest", "kube-apiserver manifest:",
+                                                             "/etc/kubernetes/manifests/kube-apiserver.yaml",
+                                                             _readable_required)))
+        a.readyz_urls = _optional_url(p, typed, "https://127.0.0.1:6443")
+    return a
+
+
+def _rehearsal_binary(p: Prompter) -> str:
+    """Which kube-apiserver the sandbox runs: one built here (newest first), etcd only, or a path."""
+    built = sandbox.built_apiservers()[::-1]
+    choices = [Choice(b, f"kube-apiserver {os.path.basename(os.path.dirname(b))}: the real outage, for real")
+               for b in built]
+    choices += [Choice("", "etcd only: the webhook configurations as the apiserver stores them"),
+                Choice("other", "another kube-apiserver binary (a release tarball's, or one taken from the image)")]
+    pick = p.select("Rehearse on:", choices)
+    if pick == "other":
+        pick = os.path.expanduser(p.text("kube-apiserver binary:", validate=_executable).strip())
+    return pick
+
+
+def _ask(p: Prompter, typed: Typed, key: str, message: str, default: str = "", validate=None) -> str:
+    value = p.text(message, typed.get(key, default), validate=validate).strip()
+    typed.values[key] = value
+    return value
+
+
+def _split(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _nonempty(text: str) -> str | None:
+    return None if text.strip() else "at least one is needed"
+
+
+def _hosts(text: str) -> str | None:
+    """At least one host, each one SSH can take (a typo with a space or a ';' is asked again)."""
+    from breakglass.access.ssh import host_problem  # noqa: PLC0415
+
+    hosts = _split(text)
+    if not hosts:
+        return "at least one is needed"
+    return next((problem for problem in map(host_problem, hosts) if problem), None)
+
+
+def _file_or_empty(text: str) -> str | None:
+    path = os.path.expanduser(text.strip())
+    if not path:
+        return None
+    return None if os.path.isfile(path) else f"{path}: no such file"
+
+
+def _readable_required(text: str) -> str | None:
+    return _readable(text) if text.strip() else "a path is needed"
+
+
+def _executable(text: str) -> str | None:
+    path = os.path.expanduser(text.strip())
+    return None if path and os.path.isfile(path) and os.access(path, os.X_OK) else f"{path or '(empty)'}: not an " \
+                                                                                   f"executable file"
+
+
+def _on_path(text: str) -> str | None:
+    import shutil  # noqa: PLC0415
+
+    name = os.path.expanduser(text.strip())
+    if (os.sep in name and os.access(name, os.X_OK)) or shutil.which(name):
+        return None
+    return f"{name!r} is not installed here (type its full path)"
+
+
+def _port_or_empty(text: str) -> str | None:
+    return None if not text.strip() or (text.strip().isdigit() and 0 < int(text) < 65536) else "a port is 1-65535"
+
+
+def _optional_url(p: Prompter, typed: Typed, default: str = "") -> list[str]:
+    p.say("Which apiserver should breakglass watch for /readyz afterwards? A URL or host; Enter alone skips.")
+    url = _ask(p, typed, "readyz", "Apiserver to watch:", default)
+    return [url] if url else []
+
+
+def _pick_context(p: Prompter, kubeconfig: str | None) -> str:
+    import yaml  # noqa: PLC0415
+
+    try:
+        with open(os.path.expanduser(kubeconfig or "~/.kube/config"), encoding="utf-8") as f:
+            cfg = yaml.safe_load(f) or {}
+        names = [c["name"] for c in cfg.get("contexts") or [] if isinstance(c, dict) and c.get("name")]
+        current = cfg.get("current-context") or ""
+    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
+        return ""
+    if len(names) <= 1:
+        return ""
+    ordered = sorted(names, key=lambda n: n != current)
+    return p.select("kubeconfig context:", [Choice(n, n + (" (current)" if n == current else "")) for n in ordered])
+
+
+def _talosconfig(path: str) -> tuple[list[str], dict, dict]:
+    """(context names, nodes by context, endpoints by context) of a talosconfig; empty when unreadable."""
+    import yaml  # noqa: PLC0415
+
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as f:
+            cfg = yaml.safe_load(f) or {}
+        contexts = cfg.get("contexts") or {}
+        names = sorted(contexts, key=lambda n: n != cfg.get("context"))
+        return (names, {n: list((contexts[n] or {}).get("nodes") or []) for n in names},
+                {n: list((contexts[n] or {}).get("endpoints") or []) for n in names})
+    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
+        return [], {}, {}
+
+
+# -- 3. the plan -----------------------------------------------------------------------------------------
+
+def _short(reason: str | None) -> str | None:
+    if not reason:
+        return reason
+    return reason if len(reason) <= 36 else reason[:35].rsplit(" ", 1)[0] + "…"
+
+
+def _manual(targets: list[dict]) -> str:
+    name = targets[0]["configuration"] if targets else "NAME"
+    key = targets[0].get("etcd_key") if targets else f"/registry/validatingwebhookconfigurations/{name}"
+    return "\n".join([
+        f"  $ kubectl patch validatingwebhookconfiguration {name} --type=json "
+        "-p '[{\"op\":\"replace\",\"path\":\"/webhooks/0/failurePolicy\",\"value\":\"Ignore\"}]'",
+        "  $ talosctl -n NODE patch machineconfig --mode=no-reboot -p "
+        "'{\"cluster\":{\"apiServer\":{\"extraArgs\":{\"disable-admission-plugins\":\"ValidatingAdmissionWebhook\"}}}}'",
+        "  # kubeadm: add - --disable-admission-plugins=ValidatingAdmissionWebhook to "
+        "/etc/kubernetes/manifests/kube-apiserver.yaml",
+        f"  $ etcdctl get {key} -w json > backup.json && etcdctl del {key}",
+    ])
+
+
+def _inventory(a: planner.Access, method: str):
+    """Every admission configuration, read through the way in chosen (etcd, or the API)."""
+    from breakglass.webhooks import sources  # noqa: PLC0415
+
+    if method == "etcd":
+        etcd = a.etcd.connect()
+        try:
+            return sources.load_etcd(etcd, a.etcd.prefix)
+        finally:
+            etcd.close()
+    return sources.load_api(a.kubeconfig, a.context)
+
+
+def _resolve_targets(p: Prompter, a: planner.Access, method: str, targets: list[dict]) -> list[dict]:
+    """The culprits with the configuration each webhook is in, as the cluster says (a configuration the log named
+    stays; a vendor convention's guess is replaced). A webhook in several configurations: the engineer picks."""
+    from breakglass.webhooks import resolve  # noqa: PLC0415
+
+    if all(t.get("configuration") and t.get("configuration_source") == "log" or not t.get("webhook")
+           for t in targets):
+        return targets
+    source = "etcd" if method == "etcd" else "api"
+    configs = _inventory(a, method).configs
+    out: list[dict] = []
+    for t in targets:
+        if not t.get("webhook") or (t.get("configuration") and t.get("configuration_source") == "log"):
+            out.append(t)
+            continue
+        found = resolve.find(configs, t["webhook"], source)
+        if not found:
+            p.say(f"No configuration here defines webhook {t['webhook']}"
+                  + (f" (the vendor convention guessed {t['configuration']})." if t.get("configuration") else "."))
+            continue
+        if len(found) > 1:
+            choices = [Choice(m.ref, f"{m.ref} ({m.backend})") for m in found]
+            if len({m.backend for m in found}) == 1:
+                choices.append(Choice("*", "all of them (they call the same backend)"))
+            pick = p.select(f"Webhook {t['webhook']} is in {len(found)} configurations. Which?", choices)
+            found = found if pick == "*" else [m for m in found if m.ref == pick]
+        for m in found:
+            p.say("  " + resolve.note(m, m.source))
+            out.append({**t, "kind": m.kind, "configuration": m.configuration, "configuration_source": m.source,
+                        "owner": m.owner, "etcd_key": None, "service": m.service or t.get("service")})
+    return out
+
+
+def _pick_configurations(p: Prompter, a: planner.Access, method: str, targets: list[dict]) -> list[dict]:
+    """The diagnosis's culprits (their configurations read from the cluster), or a choice among the
+    configurations breakglass can read there (as targets: kind, configuration, and each webhook, for the
+    lasting fix)."""
+    if targets:
+        resolved = _resolve_targets(p, a, method, targets)
+        if resolved:
+            return resolved
+    configs = [c for c in _inventory(a, method).configs if c.webhooks]
+    if not configs:
+        raise BadInput("no webhook configuration was found there")
+    kinds = {"ValidatingWebhookConfiguration": "validating", "MutatingWebhookConfiguration": "mutating"}
+    pick = p.select("Which configuration?", [
+        Choice(f"{kinds.get(c.kind, 'validating')}/{c.name}", f"{c.name} ({c.kind})", None,
+               ", ".join(f"{w.name}: failurePolicy {w.failure_policy}" for w in c.webhooks)) for c in configs])
+    chosen = next(c for c in configs if f"{kinds.get(c.kind, 'validating')}/{c.name}" == pick)
+    return [{"kind": pick.split("/")[0], "configuration": chosen.name, "webhook": w.name} for w in chosen.webhooks]
+
+
+def _plan(p: Prompter, method: str, a: planner.Access, targets: list[dict], plugins: list[str], typed: Typed):
+    if method in ("etcd", "kubeapi"):
+        targets[:] = _pick_configurations(p, a, method, targets)  # the lasting fix names what was chosen
+        refs = list(dict.fromkeys(f"{t['kind']}/{t['configuration']}" for t in targets))
+        action = "" if method == "etcd" else p.select("Which change?", [
+            Choice("ignore", "failurePolicy Ignore (least invasive)"),
+            Choice("exclude", "add matchConditions that skip bootstrap objects"),
+            Choice("delete", "delete the configuration")])
+
+        def plan(refs):
+            if method == "etcd":
+                return recovery.plan_etcd(a.etcd, refs)
+            return recovery.plan_kubeapi(a.kubeconfig, a.context, refs, None, action, [])
+
+        try:
+            remedy, steps = plan(refs)
+        except BadInput as e:  # the log named it by convention, and it is not there: choose from what is
+            p.say(f"{e}")
+            targets[:] = _pick_configurations(p, a, method, [])
+            refs = list(dict.fromkeys(f"{t['kind']}/{t['configuration']}" for t in targets))
+            remedy, steps = plan(refs)
+        return remedy, steps, ",".join(r.split("/", 1)[-1] for r in refs), refs
+    if method == "talos":
+        if a.talos_files:
+            remedy, steps = recovery.plan_talos(recovery.talos_store(files=True), a.talos_files, plugins)
+        else:
+            remedy, steps = recovery.plan_talos(recovery.talos_store(a.talos), a.talos_nodes, plugins)
+        return remedy, steps, ",".join(plugins), []
+    if method == "kubeadm":
+        if a.manifest:
+            from breakglass.access.local import LocalNode  # noqa: PLC0415
+
+            remedy, steps = recovery.plan_kubeadm({"localhost": LocalNode()}, os.path.abspath(a.manifest), plugins,
+                                                  180.0, local=True)
+        else:
+            remedy, steps = recovery.plan_kubeadm(a.ssh_nodes, "/etc/kubernetes/manifests/kube-apiserver.yaml",
+                                                  plugins, 180.0)
+        return remedy, steps, ",".join(plugins), []
+    if method in ("k3s", "rke2"):
+        remedy, steps = recovery.plan_k3s(method, a.ssh_nodes, None, None, plugins, 180.0)
+        return remedy, steps, ",".join(plugins), []
+    raise BadInput(f"unknown method {method}")
+
+
+def _confirm_typed(p: Prompter, word: str) -> None:
+    """The change goes ahead only on the exact word; a typo is asked again, an empty answer declines."""
+    def check(text: str) -> str | None:
+        if not text.strip() or text.strip() == word:
+            return None
+        return f"that is not {word!r}; type it exactly, or press Enter to change nothing"
+
+    p.say(f"Type {word} to apply this change; Enter alone changes nothing.")
+    if p.text(f"Type {word} to apply:", validate=check).strip() != word:
+        raise Declined("declined at the confirmation; nothing was changed")
+
+
+# -- 4. afterwards ---------------------------------------------------------------------------------------
+
+def _wait_ready(p: Prompter, a: planner.Access, when: str, remedy=None) -> None:
+    """/readyz on every apiserver this access names, with a spinner and the time left; through each node's own
+    admin kubeconfig when the remedy can (k3s and RKE2 answer an anonymous /readyz with 401 only)."""
+    from breakglass.access import readyz  # noqa: PLC0415
+
+    probes = remedy.readiness_probes() if hasattr(remedy, "readiness_probes") else []
+    if probes:
+        _show_readiness(p, when, lambda tick: readyz.wait_for(probes, WAIT_SECONDS, on_tick=tick))
+        return
+    urls = [readyz.url_for(u) for u in a.readyz_urls]
+    if not urls and a.kubeconfig:
+        try:
+            from breakglass.access import kubeapi  # noqa: PLC0415
+
+            urls = [readyz.url_for(kubeapi.connect(a.kubeconfig, a.context, 5.0).host)]
+        except BreakglassError:
+            urls = []
+    if not urls:
+        p.say(f"No apiserver address to check /readyz {when}; check it yourself: kubectl get --raw='/readyz?verbose'")
+        return
+    _show_readiness(p, when, lambda tick: readyz.wait(urls, WAIT_SECONDS, on_tick=tick))
+
+
+def _show_readiness(p: Prompter, when: str, wait) -> None:
+    """Run ``wait(on_tick)`` with a countdown, then say each apiserver's state."""
+    from breakglass.access import readyz  # noqa: PLC0415
+
+    p.say(f"Waiting for /readyz {when} (up to {WAIT_SECONDS / 60:.0f} minutes; Ctrl-C stops waiting, not the "
+          f"change)…")
+    deadline = time.monotonic() + WAIT_SECONDS
+    states = wait(lambda st: p.progress(f"{max(0, int(deadline - time.monotonic()))}s left: "
+                                        f"{readyz.waiting_text(st)}"))
+    for s in states:
+        status = "ready" if s.ready else ("serving" if s.ready is None else "NOT READY")
+        hooks = f"; post-start hooks still failing: {', '.join(s.failing_hooks)}" if s.failing_hooks else ""
+        p.say(f"  {s.url}: {status}{hooks}")
+
+
+def _leaks(p: Prompter) -> bool:
+    """Webhooks failed open and nothing is stuck: what got in matters more than a way out. True to go on."""
+    from breakglass.leaks.audit import scan  # noqa: PLC0415
+
+    p.say("Nothing is stuck: webhooks failed open, so requests they should have checked got in.")
+    p.say("Which audit log lists them? A file, directory, .gz, gcloud JSON or globs; Enter alone skips.")
+    path = p.text("Audit log:", validate=_readable).strip()
+    if path:
+        try:
+            rep = scan(_paths(path))
+            p.say(render.leak_report(rep))
+            p.say("Re-check those objects (`breakglass leaks --audit-log ... -o recheck` writes the list as YAML), "
+                  "and fix the webhook's reachability.")
+        except BadInput as e:
+            p.say(f"Could not read the audit log: {e}")
+    return p.confirm("Look for a way out anyway?", False)
+
+
+def _check_backends(p: Prompter, a: planner.Access, services: list[str]) -> None:
+    """Ready endpoints behind each culprit's Service: from etcd when that is the way in (the apiserver may still
+    be down), else through the API."""
+    if not services:
+        return
+    if a.etcd is not None:
+        try:
+            for svc in services:
+                b = a.etcd.backend(svc)
+                p.say("  " + b.line() + ("" if b.healthy else " — do not revert yet"))
+            return
+        except BreakglassError as e:
+            p.say(f"  could not read the backends from etcd ({e}); trying the API")
+    kubeconfig = a.kubeconfig or os.environ.get("KUBECONFIG")
+    if not kubeconfig and not os.path.exists(os.path.expanduser("~/.kube/config")):
+        p.say("No kubeconfig or etcd to check the webhook's backend with; check it before reverting: "
+              + "; ".join(f"kubectl -n {s.split('/')[0]} get endpointslices -l kubernetes.io/service-name="
+                          f"{s.split('/')[1]}" for s in services))
+        return
+    from breakglass.access import kubeapi  # noqa: PLC0415
+    from breakglass.webhooks import backend  # noqa: PLC0415
+
+    try:
+        api = kubeapi.connect(a.kubeconfig, a.context, 5.0)
+        for svc in services:
+            ns, name = svc.split("/", 1)
+            b = backend.from_api(api, ns, name)
+            p.say("  " + b.line() + ("" if b.healthy else " — do not revert yet"))
+    except BreakglassError as e:
+        p.say(f"  could not check the backends through the API yet ({e})")
+
+
+def _permanent_fix(targets: list[dict]) -> str | None:
+    """The matchConditions fix for each culprit: the same patch `audit` prints, as valid YAML."""
+    if not targets:
+        return None
+    from breakglass.webhooks import audit  # noqa: PLC0415
+
+    resources = {"validating": "validatingwebhookconfigurations", "mutating": "mutatingwebhookconfigurations"}
+    lines = ["The lasting fix: keep the apiserver's own writes (and ServiceCIDR, IPAddress, Nodes, Leases) away from "
+             "the webhook with matchConditions, set where its operator expects it:"]
+    for t in targets:
+        resource = resources.get(t.get("kind", "validating"), "validatingwebhookconfigurations")
+        fix = audit.fix_for(resource, t["configuration"], t.get("webhook"))
+        lines.append(f"  {resource[:-1]} {t['configuration']}: strategic-merge patch")
+        lines += ["    " + ln for ln in fix.patch_yaml.rstrip().splitlines()]
+        lines.append(f"  $ {fix.command}")
+        if fix.vendor_note:
+            lines.append(f"  note: {fix.vendor_note}")
+    lines.append("`breakglass audit` prints the same patch for every configuration it flags.")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Result objects to text, and the questions interface the wizard asks through."""

@@ -1,0 +1,292 @@
+"""Result objects to human text. Plain strings, no terminal library: the CLI prints them."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+from breakglass.diagnose.model import Diagnosis, Finding
+
+_MARK = {"critical": "CRITICAL", "error": "ERROR", "warning": "WARNING", "info": "info"}
+WIDTH = 100
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent) or [indent]
+
+
+def _clip(text: str, n: int = 220) -> str:
+    text = text.replace("\n", " ⏎ ")
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def finding(f: Finding, verbose: bool = False) -> list[str]:
+    out = [f"[{f.id}] {_MARK[f.severity]}  {f.family}: {f.title}"]
+    rows: list[tuple[str, str | None]] = [
+        ("configuration", f"{f.configuration} ({f.configuration_source})" if f.configuration else None),
+        ("service", f.service),
+        ("url", f.url),
+        ("cause", f"{f.cause} [{f.cause_class}]" if f.cause else None),
+        ("blocks", ", ".join(f.blocked) if f.blocked else None),
+        ("hooks", ", ".join(f.hooks) if f.hooks else None),
+        ("seen", f"{f.count}x, {f.first_seen or '?'} → {f.last_seen or '?'}"),
+    ]
+    for k, v in rows:
+        if v:
+            out.append(f"    {k + ':':<15}{v}")
+    out += _wrap(f.explanation, "    ")
+    out += _wrap("what to do: " + f.advice, "    ")
+    if f.operator_note:
+        out += _wrap("note: " + f.operator_note, "    ")
+    out.append("    evidence:")
+    for e in f.evidence:
+        tag = "" if e.role == "failure" else " (context)"
+        out.append(f"      {e.location}{tag}")
+        out.append(f"        {e.text if verbose else _clip(e.text)}")
+    return out
+
+
+def diagnosis(d: Diagnosis, warnings: list[str], verbose: bool = False) -> str:
+    v = d.verdict
+    out = [v.headline, ""]
+    out += _wrap(v.explanation, "")
+    if d.findings:
+        out += ["", f"Findings ({len(d.findings)})"]
+        for f in d.findings:
+            out.append("")
+            out += finding(f, verbose)
+    if d.notices:
+        out += ["", f"Notices ({len(d.notices)}): ordinary denials, policy at work"]
+        for n in d.notices:
+            out.append("")
+            out += finding(n, verbose)
+    if d.remedies:
+        out += ["", "Ways out, least invasive first"]
+        for r in d.remedies:
+            out.append("")
+            out.append(f"  {r.order}. {r.method} (applies: {r.applicable})")
+            out += _wrap(r.summary, "     ")
+            out += _wrap("cost: " + r.tradeoff, "     ")
+            for line in r.manual:
+                out.append(f"       $ {line}" if not line.startswith("#") else f"       {line}")
+    s = d.stats
+    out += ["", f"read {len(s.sources)} source(s), {s.lines} lines, {s.bytes} bytes in {s.seconds}s "
+                f"({s.candidates} candidate lines, {s.matched} events; scanner: {s.engine})"]
+    for w in warnings:
+        out.append(f"warning: {w}")
+    return "\n".join(out)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _esc(text: str) -> str:
+    """A value read from a log on one line of the report: control characters (CR, LF, ESC ...) escaped."""
+    return _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text) if _CONTROL.search(text) \
+        else text
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*headers).rstrip()] + [fmt.format(*r).rstrip() for r in rows]
+
+
+def listing(li, warnings: list[str]) -> str:
+    rows = []
+    for r in li.rows:
+        rows.append([
+            r.kind, r.configuration, r.webhook or "-", r.failure_policy or "-",
+            f"{r.timeout_seconds}s" if r.timeout_seconds else "-",
+            _clip("; ".join(r.intercepts) or "-", 48), _clip(r.backend, 48),
+            ",".join(r.bootstrap) or "-",
+        ])
+    out = _table(["KIND", "NAME", "WEBHOOK", "POLICY", "TIMEOUT", "INTERCEPTS", "BACKEND", "BOOTSTRAP KINDS"], rows)
+    if not rows:
+        out = ["no admission configurations found"]
+    out.append("")
+    out.append(f"from {', '.join(li.sources)}: {len(li.rows)} webhook(s) and policies")
+    for key in li.opaque:
+        out.append(f"encrypted, not readable: {key}")
+    for w in warnings:
+        out.append(f"warning: {w}")
+    return "\n".join(out)
+
+
+def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
+    out = []
+    counts: dict[str, int] = {}
+    for f in rep.findings:
+        counts[f.severity] = counts.get(f.severity, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda x: -_SEV.index(x[0]))) or "no risks"
+    target = f" for Kubernetes {rep.target_version}" if rep.target_version else ""
+    out.append(f"audit of {rep.configurations} configuration(s), {rep.webhooks} webhook(s){target}: {summary}")
+    for f in rep.findings:
+        if f.severity in ("info", "low") and not verbose:
+            continue
+        out.append("")
+        out.append(f"[{f.id}] {f.severity.upper()}  {f.rule}: {f.title}")
+        out.append(f"    configuration: {f.configuration}  ({f.source})")
+        out += _wrap(f.explanation, "    ")
+        if f.fix:
+            out.append("    fix: add these matchConditions (strategic merge patch):")
+            out += ["      " + line for line in f.fix.patch_yaml.rstrip().splitlines()]
+            out.append("    or:")
+            out.append(f"      $ {f.fix.command}")
+            if f.fix.vendor_note:
+                out += _wrap("caveat: " + f.fix.vendor_note, "    ")
+    hidden = sum(1 for f in rep.findings if f.severity in ("info", "low"))
+    if hidden and not verbose:
+        out.append("")
+        out.append(f"({hidden} low/info finding(s) not shown; --verbose shows them)")
+    for w in warnings:
+        out.append(f"warning: {w}")
+    return "\n".join(out)
+
+
+_SEV = ["info", "low", "medium", "high", "critical"]
+
+
+def plan(steps, method: str) -> str:
+    out = [f"plan ({method}): {len(steps)} change(s)"]
+    for st in steps:
+        out.append("")
+        out.append(f"  {st.id}. {st.summary}")
+        out += ["     " + line for line in st.diff.rstrip().splitlines()]
+    return "\n".join(out)
+
+
+_OUTCOME_ROWS = (("read", "read"), ("changed", "changed"), ("verified", "verified"),
+                 ("not_verified", "not verified"), ("next", "next"))
+
+
+def outcome(o, markdown: bool = False) -> list[str]:
+    """The outcome block (``breakglass.core.outcome.Outcome``) as text lines: the same five parts the JSON carries.
+    "changed" is always shown, "nothing" when nothing was; the other parts only when they have something."""
+    out = [] if markdown else [f"outcome: {o.status}" + (f" (run {o.run})" if o.run else "")]
+    for attr, title in _OUTCOME_ROWS:
+        items = [_esc(x) for x in getattr(o, attr)]
+        if not items and attr != "changed":
+            continue
+        if markdown:
+            out.append(f"- {title}: " + ("; ".join(f"`{x}`" if attr == "next" else x for x in items) or "nothing"))
+            continue
+        items = items or ["nothing"]
+        out.append(f"  {title + ':':<14}{items[0]}")
+        out += [f"  {'':<14}{x}" for x in items[1:]]
+    return out
+
+
+def run_result(r) -> str:
+    out = [f"run {r.run}: {r.status}"]
+    if r.snapshot:
+        out.append(f"  etcd snapshot: {r.snapshot['path']} ({r.snapshot['size']} bytes, sha256 {r.snapshot['sha256']})")
+    for st in r.steps:
+        out.append(f"  {st['id']}. {st['summary']}: {st['status']} ({st.get('verify', '')})")
+    for s in r.readiness:
+        state = "ready" if s.ready else ("serving" if s.ready is None else "NOT READY")
+        out.append(f"  {s.url}: {state}: {s.detail}")
+        if s.failing_hooks:
+            out.append(f"    post-start hooks still failing: {', '.join(s.failing_hooks)}")
+    if r.error:
+        out.append(f"warning: {r.error}")
+    out += _outcome_of("RecoverResult", r)
+    return "\n".join(out)
+
+
+def _outcome_of(kind: str, result) -> list[str]:
+    from breakglass.core import outcome as _outcome  # noqa: PLC0415
+
+    return outcome(_outcome.of(kind, result))
+
+
+def revert_result(r, preview: bool = False) -> str:
+    """A revert's outcome; ``preview``: the plan shown before a real revert, which is not a dry run."""
+    head = "plan (nothing changed yet): " if preview else ("dry run, nothing changed: " if r.dry_run else "")
+    out = [f"{head}revert of run {r.run}: {r.status}"]
+    for o in r.outcomes:
+        out.append(f"  {o.step}: {o.outcome}: {o.detail}")
+        if o.diff:
+            out += ["      " + line for line in o.diff.rstrip().splitlines()]
+    if r.status == "closed":
+        out.append("  nothing was changed by this run; it is closed")
+    if not preview:
+        out += _outcome_of("RevertResult", r)
+    return "\n".join(out)
+
+
+def runs(items) -> str:
+    if not items:
+        return "no runs"
+    rows = [[r.run, r.kind, r.method or "-", r.label or r.status, str(len(r.steps))] for r in items]
+    out = _table(["RUN", "KIND", "METHOD", "STATUS", "STEPS"], rows)
+    return "\n".join(out + [""] + _outcome_of("RunList", items))
+
+
+def leak_report(rep, verbose: bool = False) -> str:
+    from_audit = rep.basis == "audit-log"
+    if not rep.leaks:
+        if not from_audit:
+            return f"no webhook call failed open ({len(rep.sources)} source(s) read)"
+        outside = getattr(rep, "outside_window", 0)
+        return ((f"no request in the window carried a failed-open annotation, but {outside} outside it did "
+                 f"(widen --since/--until)" if outside else "no request carried a failed-open annotation")
+                + f" ({len(rep.sources)} source(s) read)"
+                + (f"; {rep.lines_skipped} line(s) mentioning failed-open were not audit events"
+                   if rep.lines_skipped else ""))
+    if from_audit:
+        out = [f"{len(rep.leaks)} request(s) admitted while a webhook failed open", ""]
+        tables = (("WEBHOOK", rep.by_webhook), ("RESOURCE", rep.by_resource), ("USER", rep.by_user))
+    else:
+        out = [f"{len(rep.leaks)} webhook call(s) failed open; {rep.traced} tied to a resource by a slow-call trace",
+               f"note: {rep.caveat}", ""]
+        tables = (("WEBHOOK", rep.by_webhook), ("CAUSE", rep.by_cause)) + (
+            (("RESOURCE", rep.by_resource),) if rep.traced else ())
+    unit = "REQUESTS" if from_audit else "CALLS"
+    for title, d in tables:
+        out += _table([title, unit], [[_esc(k) or "-", str(v)] for k, v in list(d.items())[:10]]) + [""]
+    out.append("Failing-open windows:")
+    out += [_esc(f"  {w.start} .. {w.end}  {w.requests} {unit.lower()}  {', '.join(w.webhooks)}")
+            for w in rep.windows]
+    out.append("")
+    shown = rep.leaks if verbose else rep.leaks[:20]
+    if from_audit:
+        rows = [[x.time, x.user, x.verb, x.resource, x.namespace or "-", x.name or "-", ",".join(x.webhooks),
+                 str(x.code if x.code is not None else "-")] for x in shown]
+        out += _table(["TIME", "USER", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CODE"],
+                      [[_esc(c) for c in r] for r in rows])
+    else:
+        rows = [[x.time or "-", x.verb or "?", x.resource or "?", x.namespace or "-", x.name or "-",
+                 ",".join(x.webhooks), x.cause, x.source] for x in shown]
+        out += _table(["TIME", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CAUSE", "LOG"],
+                      [[_esc(c) for c in r] for r in rows])
+    if len(shown) < len(rep.leaks):
+        out.append(f"... {len(rep.leaks) - len(shown)} more (-v for all, -o json or -o csv for scripts)")
+    if not from_audit and not rep.traced:
+        out += ["", "No call was slow enough to leave a trace: the audit log is the only record of which objects "
+                    "got in."]
+        return "\n".join(out)
+    out += ["", f"Re-check {len(rep.recheck)} object(s) written then and not deleted since "
+                "(-o recheck for a YAML list):" if from_audit else
+            f"Re-check {len(rep.recheck)} object(s) the traces name (-o recheck for a YAML list):"]
+    out += [f"  {_esc(r.kubectl)}" for r in rep.recheck[:50]]
+    if len(rep.recheck) > 50:
+        out.append(f"  ... {len(rep.recheck) - 50} more")
+    if rep.unnamed_writes:
+        out.append(f"  {rep.unnamed_writes} admitted write(s) have no object name "
+                   + ("at this audit level (generateName creates logged at Metadata level): see -o json"
+                      if from_audit else "in the log (creates): find their audit-id in -o json"))
+    return "\n".join(out)
+
+
+def about(a) -> str:
+    out = [f"breakglass {a.breakglass}", f"python     {a.python} ({a.platform})"]
+    if a.bundle:
+        out.append(f"bundle     offline bundle, native code for {a.bundle}")
+    out.append("")
+    rows = [[x.name, x.version or "not installed", {True: "yes", False: "NO", None: ""}[x.loads], x.used_for]
+            for x in a.libraries]
+    out += _table(["LIBRARY", "VERSION", "LOADS", "FOR"], rows) + [""]
+    out += _table(["TOOL", "VERSION", "PATH"], [[t.name, t.version or "-", t.path or "not on PATH"] for t in a.tools])
+    return "\n".join(out)
+

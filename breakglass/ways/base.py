@@ -1,0 +1,61 @@
+"""What every remedy provides, and the data a step carries through the journal."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+from breakglass.core.journal import Run
+
+
+@dataclass
+class Step:
+    id: str
+    target: str  # what is changed, e.g. an etcd key
+    action: str  # delete | put | patch …
+    summary: str  # one line for people
+    diff: str  # the exact change
+    data: dict = field(default_factory=dict)  # what the remedy needs to apply and revert it
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> Step:
+        return cls(**{k: d[k] for k in ("id", "target", "action", "summary", "diff", "data")})
+
+
+# Outcomes of reverting one step.
+class Unverified(str):
+    """What ``verify`` returns when the change is applied but could not be confirmed (kubelet did not restart the
+    apiserver within the wait): the run is "applied, not verified", never reported as verified."""
+
+
+RESTORED = "restored"
+ALREADY = "already-restored"
+NOT_APPLIED = "not-applied"  # the change never happened (crash before apply): nothing to undo
+CONFLICT = "conflict"  # the target changed since; left alone unless --force
+
+
+@dataclass
+class RevertOutcome:
+    step: str
+    outcome: str
+    detail: str = ""
+    diff: str = ""
+
+
+class Remedy(Protocol):
+    method: str
+
+    def plan(self) -> list[Step]: ...
+
+    def backup(self, step: Step, run: Run) -> dict: ...
+
+    def apply(self, step: Step, backup: dict) -> dict | None: ...
+
+    def verify(self, step: Step) -> str: ...
+
+    def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome: ...
+
+    def describe_target(self) -> dict: ...

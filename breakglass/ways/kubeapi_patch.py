@@ -1,0 +1,321 @@
+"""The kubeconfig remedy: while the apiserver still serves, change the least, through it.
+
+Webhook configurations are never themselves sent to webhooks, so this path works whenever
+any apiserver answers; it is audited and validated and needs no restart. Three actions,
+least invasive first: ``ignore`` (failurePolicy Ignore on the failing webhooks; for an
+admission policy binding, validationActions Audit), ``exclude`` (the audit's matchConditions),
+``delete``. Every change carries the resourceVersion that was read as a precondition (a JSON
+patch ``test``, or delete preconditions), so a concurrent change is never overwritten.
+
+Revert re-patches, or re-creates a deleted configuration from its backup; if it exists again
+(an operator recreated it) the difference is reported instead. Before re-arming a webhook it
+checks that the webhook's service has ready endpoints, so a revert cannot brick the cluster
+again.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+
+from breakglass.heal import bootstrap
+
+from breakglass.webhooks import vendors
+from breakglass.core.errors import BadInput, PreconditionFailed
+from breakglass.core.journal import Run
+from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
+from breakglass.ways.etcd_delete import parse_ref
+from breakglass.webhooks import audit, backend, model, resolve, sources
+
+API = "/apis/admissionregistration.k8s.io/v1/"
+ACTIONS = ("ignore", "exclude", "delete")
+KINDS = (model.VALIDATING, model.MUTATING, model.VAP_BINDING)
+_SERVER_SET = ("resourceVersion", "uid", "managedFields", "creationTimestamp", "generation", "selfLink")
+
+
+def _yaml(obj) -> str:
+    import yaml  # noqa: PLC0415
+
+    shown = json.loads(json.dumps(obj))
+    (shown.get("metadata") or {}).pop("managedFields", None)
+    return yaml.safe_dump(shown, sort_keys=False)
+
+
+def _diff(a, b, la: str, lb: str) -> str:
+    return "".join(difflib.unified_diff(_yaml(a).splitlines(True), _yaml(b).splitlines(True), la, lb))
+
+
+def _content(obj: dict) -> dict:
+    """What a configuration does: everything but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def operator_note(obj: dict) -> str | None:
+    """Who may recreate or overwrite this configuration: what the object says first (a Helm release, an owner, a
+    managing tool), the vendor's convention only when it says nothing, with that vendor's advice either way."""
+    meta = obj.get("metadata") or {}
+    hooks = [w.get("name", "") for w in obj.get("webhooks") or [] if isinstance(w, dict)]
+    hint = next((vendors.hint_for(h) for h in hooks if vendors.hint_for(h)), None) or \
+        vendors.hint_for_configuration(meta.get("name", ""), meta.get("labels") or {})
+    try:
+        owner = resolve.owner_of(model.from_json(obj, "api"))
+    except BadInput:
+        owner = None
+    if owner:
+        return f"{owner} may recreate or overwrite it" + (f"; {hint.vendor}: {hint.managed_note}" if hint else "")
+    if hint:
+        return f"{hint.vendor} manages this configuration and may recreate or overwrite it: {hint.managed_note}"
+    return None
+
+
+class KubeapiPatch:
+    method = "kubeapi"
+
+    def __init__(self, api, refs: list[str] = (), kinds: list[str] | None = None, action: str = "ignore",
+                 webhooks: list[str] = (), kubeconfig: str | None = None, context: str | None = None,
+                 take_all: bool = False) -> None:
+        if action not in ACTIONS:
+            raise BadInput(f"unknown action {action!r} (use {', '.join(ACTIONS)})")
+        self.api, self.refs, self.action = api, list(refs), action
+        self.kinds = kinds
+        self.webhooks = list(webhooks)
+        self.kubeconfig, self.context = kubeconfig, context
+        self.notes: list[str] = []
+        self.take_all = take_all  # a webhook defined in several configurations: all, if they fail together
+
+    def describe_target(self) -> dict:
+        return {"apiserver": self.api.host, "kubeconfig": self.kubeconfig, "context": self.context,
+                "action": self.action}
+
+    def _path(self, kind: str, name: str | None = None) -> str:
+        return API + model.RESOURCE_OF[kind] + (f"/{name}" if name else "")
+
+    def _get(self, kind: str, name: str) -> dict | None:
+        status, doc = self.api.request("GET", self._path(kind, name))
+        if status == 404:
+            return None
+        if status != 200:
+            raise PreconditionFailed(f"GET {self._path(kind, name)}: HTTP {status} {doc.get('message', '')}")
+        return doc
+
+    # -- plan --------------------------------------------------------------------------------------
+    def _webhook_refs(self) -> list[str]:
+        """``webhook:NAME`` references (and ``--webhook`` names with no configuration named) replaced by the
+        configurations that define that webhook, as the apiserver lists them."""
+        refs, hooks = resolve.webhook_names(self.refs)
+        if not refs and not hooks:
+            hooks = resolve.webhook_names([resolve.WEBHOOK_REF + w for w in self.webhooks])[1]
+        for m in resolve.placed(hooks, lambda: sources.load_api_with(self.api, (model.VALIDATING, model.MUTATING))
+                                .configs, "api", self.kinds, self.take_all):
+            refs.append(m.ref)
+            if m.webhook not in self.webhooks:
+                self.webhooks.append(m.webhook)  # ignore or exclude this webhook only, not its neighbours
+            self.notes.append(resolve.note(m, "the API", owner=False))  # operator_note names the owner
+        return refs
+
+    def plan(self) -> list[Step]:
+        refs = self._webhook_refs()
+        if not refs:
+            raise BadInput("name at least one configuration with --webhook-config (or a webhook: -w webhook:NAME)")
+        steps = []
+        for ref in refs:
+            kind, name = parse_ref(ref, None, "/registry")
+            kinds = [kind] if kind else ([k for k in (self.kinds or KINDS)])
+            found = [(k, o) for k in kinds if (o := self._get(k, name)) is not None]
+            if not found:
+                raise BadInput(f"no configuration named {name!r} ({', '.join(model.KIND_NAME[k] for k in kinds)})")
+            if len(found) > 1:
+                raise BadInput(f"{name!r} names several configurations "
+                               f"({', '.join(model.KIND_NAME[k] for k, _ in found)})", hint="say which with kind/NAME")
+            k, obj = found[0]
+            note = operator_note(obj)
+            if note:
+                self.notes.append(f"{name}: {note}")
+            step = self._step(len(steps) + 1, k, obj)
+            if step is not None:
+                steps.append(step)
+        return steps
+
+    def _step(self, i: int, kind: str, obj: dict) -> Step | None:
+        name, rv = obj["metadata"]["name"], obj["metadata"].get("resourceVersion")
+        data = {"kind": kind, "name": name, "rv": rv, "uid": obj["metadata"].get("uid"), "action": self.action}
+        if self.action == "delete":
+            return Step(f"s{i}", f"{model.KIND_NAME[kind]}/{name}", "delete",
+                        f"delete {model.KIND_NAME[kind]} {name} through the API",
+                        f"--- {model.KIND_NAME[kind]}/{name} (resourceVersion {rv})\n+++ (deleted)\n", data)
+        ops, reverse = self._ops(kind, obj)
+        if not ops:
+            self.notes.append(f"{name}: nothing to change for --action {self.action}")
+            return None
+        from breakglass.ways.kubeapi_ops import apply_ops  # noqa: PLC0415
+
+        after = apply_ops(obj, ops)
+        data.update(ops=ops, reverse=reverse)
+        return Step(f"s{i}", f"{model.KIND_NAME[kind]}/{name}", "patch",
+                    f"{self.action} on {model.KIND_NAME[kind]} {name} through the API",
+                    _diff(obj, after, f"{model.KIND_NAME[kind]}/{name}", f"{model.KIND_NAME[kind]}/{name} (new)"), data)
+
+    def _ops(self, kind: str, obj: dict) -> tuple[list, list]:
+        ops, reverse = [], []
+        if kind == model.VAP_BINDING:
+            if self.action == "exclude":
+                raise BadInput("--action exclude is for webhook configurations; use ignore or delete for a binding")
+            before = (obj.get("spec") or {}).get("validationActions")
+            if before != ["Audit"]:
+                ops.append({"op": "add", "path": "/spec/validationActions", "value": ["Audit"]})
+                reverse.append({"op": "add", "path": "/spec/validationActions", "value": before} if before is not None
+                               else {"op": "remove", "path": "/spec/validationActions"})
+            return ops, reverse
+        hooks = obj.get("webhooks") or []
+        for i, w in enumerate(hooks):
+            if self.webhooks and w.get("name") not in self.webhooks:
+                continue
+            if self.action == "ignore":
+                if w.get("failurePolicy", "Fail") != "Ignore":
+                    ops.append({"op": "add", "path": f"/webhooks/{i}/failurePolicy", "value": "Ignore"})
+                    reverse.append({"op": "add", "path": f"/webhooks/{i}/failurePolicy", "value": w["failurePolicy"]}
+                                   if "failurePolicy" in w else {"op": "remove", "path": f"/webhooks/{i}/failurePolicy"})
+            else:
+                wm = model.from_json({**obj, "webhooks": [w]}, "api").webhooks[0]
+                kinds = [k for k, _ in audit.at_risk(wm.rules, wm.match_policy, wm.namespace_selector,
+                                                     wm.object_selector, wm.match_conditions, None)]
+                conds = audit.match_conditions_for(kinds or list(bootstrap.BOOTSTRAP_KINDS))
+                existing = {c.get("name") for c in w.get("matchConditions") or []}
+                conds = [c for c in conds if c["name"] not in existing]
+                if not conds:
+                    continue
+                if "matchConditions" not in w:
+                    ops.append({"op": "add", "path": f"/webhooks/{i}/matchConditions", "value": conds})
+                    reverse.append({"op": "remove", "path": f"/webhooks/{i}/matchConditions"})
+                else:
+                    start = len(w["matchConditions"])
+                    for j, c in enumerate(conds):
+                        ops.append({"op": "add", "path": f"/webhooks/{i}/matchConditions/-", "value": c})
+                        reverse.insert(0, {"op": "remove", "path": f"/webhooks/{i}/matchConditions/{start + j}"})
+        return ops, reverse
+
+    # -- apply -------------------------------------------------------------------------------------
+    def backup(self, step: Step, run: Run) -> dict:
+        obj = self._get(step.data["kind"], step.data["name"])
+        if obj is None or obj["metadata"].get("resourceVersion") != step.data["rv"]:
+            raise PreconditionFailed(f"{step.target} changed since it was read; nothing was changed")
+        text = json.dumps(obj, indent=2, sort_keys=True).encode()
+        return {"object": f"{step.id}.json", "object_sha256": run.write_backup(f"{step.id}.json", text),
+                "yaml": f"{step.id}.yaml", "yaml_sha256": run.write_backup(f"{step.id}.yaml", _yaml(obj).encode())}
+
+    def apply(self, step: Step, backup: dict) -> dict:
+        d = step.data
+        if d["action"] == "delete":
+            status, doc = self.api.request("DELETE", self._path(d["kind"], d["name"]),
+                                           {"kind": "DeleteOptions", "apiVersion": "v1",
+                                            "preconditions": {"resourceVersion": d["rv"], "uid": d["uid"]}})
+            if status in (409, 404):
+                raise PreconditionFailed(f"{step.target} changed since it was backed up ({doc.get('message', status)}); "
+                                         f"not deleted")
+            if status not in (200, 202):
+                raise PreconditionFailed(f"DELETE {step.target}: HTTP {status} {doc.get('message', '')}")
+            return {}
+        ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": d["rv"]}] + d["ops"]
+        status, doc = self.api.request("PATCH", self._path(d["kind"], d["name"]), ops,
+                                       content_type="application/json-patch+json")
+        if status in (409, 422):
+            # A failed `test` is 422 with a message that names no operation, and so is a patch the
+            # apiserver validated and refused (too many matchConditions, say): the object tells which.
+            now = self._get(d["kind"], d["name"])
+            now_rv = now["metadata"].get("resourceVersion") if now else None
+            if now_rv != d["rv"]:
+                raise PreconditionFailed(f"{step.target} changed since it was backed up (resourceVersion {d['rv']}, "
+                                         f"now {now_rv or 'deleted'}); not patched")
+            # no hint of its own: the run's (what earlier steps touched, how to revert) must stay
+            raise BadInput(f"the apiserver refused the patch of {step.target} as invalid, so it was not changed "
+                           f"(another --action may fit): {doc.get('message', status)}")
+        if status != 200:
+            raise PreconditionFailed(f"PATCH {step.target}: HTTP {status} {doc.get('message', '')}")
+        return {"rv_after": doc.get("metadata", {}).get("resourceVersion")}
+
+    def verify(self, step: Step) -> str:
+        obj = self._get(step.data["kind"], step.data["name"])
+        if step.data["action"] == "delete":
+            if obj is not None:
+                raise PreconditionFailed(f"{step.target} exists again right after the delete (an operator recreated it?)")
+            return "deleted"
+        return f"patched (resourceVersion {obj['metadata'].get('resourceVersion')})" if obj else "missing after patch"
+
+    # -- revert ------------------------------------------------------------------------------------
+    def _backend_ready(self, obj: dict) -> list[str]:
+        """Services behind the webhooks that have no ready endpoints."""
+        missing = []
+        for w in obj.get("webhooks") or []:
+            svc = (w.get("clientConfig") or {}).get("service")
+            if not svc:
+                continue
+            if not backend.from_api(self.api, svc["namespace"], svc["name"]).ready:
+                missing.append(f"{svc['namespace']}/{svc['name']}")
+        return sorted(set(missing))
+
+    def revert_blocker(self, step: Step, backup: dict, run: Run) -> str | None:
+        """Why reverting this step now would be unsafe (the webhook's Service has no ready endpoints: putting it
+        back in the path re-arms a webhook that cannot answer), or None. A safety check, not a conflict: the
+        driver asks before it journals anything."""
+        d = step.data
+        if d["kind"] == model.VAP_BINDING:
+            return None
+        original = json.loads(run.read_backup(backup["object"], backup["object_sha256"]))
+        down = self._backend_ready(original)
+        if not down or (d["action"] == "delete" and self._get(d["kind"], d["name"]) is not None):
+            return None
+        checks = "; ".join(f"kubectl -n {s.split('/')[0]} get endpoints {s.split('/')[1]}" for s in down)
+        return f"{step.target}: the webhook's backend is not ready (service {', '.join(down)} has no ready " \
+               f"endpoints); check with: {checks}"
+
+    def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
+        from breakglass.ways.kubeapi_ops import apply_ops  # noqa: PLC0415
+
+        d = step.data
+        original = json.loads(run.read_backup(backup["object"], backup["object_sha256"]))
+        cur = self._get(d["kind"], d["name"])
+        if d["action"] == "delete":
+            fresh = json.loads(json.dumps(original))
+            for k in _SERVER_SET:
+                fresh["metadata"].pop(k, None)
+            fresh.pop("status", None)
+            if cur is None:
+                if dry_run:
+                    return RevertOutcome(step.id, RESTORED, f"would re-create {step.target}")
+                status, doc = self.api.request("POST", self._path(d["kind"]), fresh)
+                if status == 201 or status == 200:
+                    return RevertOutcome(step.id, RESTORED, f"re-created {step.target}")
+                if status != 409:
+                    raise PreconditionFailed(f"POST {step.target}: HTTP {status} {doc.get('message', '')}")
+                cur = self._get(d["kind"], d["name"])
+            if _content(cur) == _content(original):
+                return RevertOutcome(step.id, ALREADY, f"{step.target} exists again with the backed-up content")
+            diff = _diff(original, cur, "backup", f"{step.target} now")
+            if not force:
+                return RevertOutcome(step.id, CONFLICT, f"{step.target} was recreated (by an operator?) and differs "
+                                                        f"from the backup; left as it is", diff)
+            fresh["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+            if dry_run:
+                return RevertOutcome(step.id, RESTORED, f"would replace {step.target} (--force)", diff)
+            status, doc = self.api.request("PUT", self._path(d["kind"], d["name"]), fresh)
+            if status != 200:
+                raise PreconditionFailed(f"PUT {step.target}: HTTP {status} {doc.get('message', '')}")
+            return RevertOutcome(step.id, RESTORED, f"replaced {step.target} with the backup (--force)", diff)
+        # a patch: undo it only on the version breakglass wrote
+        if cur is None:
+            return RevertOutcome(step.id, CONFLICT, f"{step.target} no longer exists; nothing to re-patch")
+        if _content(cur) == _content(original):
+            return RevertOutcome(step.id, ALREADY, f"{step.target} already matches the backup")
+        rv_after = backup.get("rv_after")
+        if cur["metadata"].get("resourceVersion") != rv_after and not force:
+            return RevertOutcome(step.id, CONFLICT, f"{step.target} changed since the run; left as it is",
+                                 _diff(apply_ops(original, d["ops"]), cur, "written by breakglass", "now"))
+        ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": cur["metadata"]["resourceVersion"]}]
+        ops += d["reverse"]
+        if dry_run:
+            return RevertOutcome(step.id, RESTORED, f"would re-patch {step.target}")
+        status, doc = self.api.request("PATCH", self._path(d["kind"], d["name"]), ops,
+                                       content_type="application/json-patch+json")
+        if status != 200:
+            raise PreconditionFailed(f"re-patching {step.target}: HTTP {status} {doc.get('message', '')}")
+        return RevertOutcome(step.id, RESTORED, f"{step.target} re-patched to its earlier values")

@@ -1,0 +1,155 @@
+"""Files on a node (over SSH, or this machine through access.local): read, compare-and-write atomically,
+compare-and-remove, and the node's own backup copy. Shared by the remedies that edit a node's files (the
+kubeadm manifest, k3s and RKE2 config files).
+
+Every write is one script run on the node: it compares the current file's sha256 with the one that was read
+(or that there is no file, for a new one), writes a dot-prefixed temp file in the same directory (kubelet and
+k3s skip dot files that do not end in .yaml), checks its length and sha256, keeps the replaced file's mode and
+owner (a new file stays 0600), fsyncs, renames, and fsyncs the directory. A connection that drops midway
+leaves the old file and at most that temp file, never a partial one. Paths are absolute and passed after
+``--`` (access.ssh.quoted_path), so none can become an option.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+from breakglass.access.ssh import quoted_path
+from breakglass.core.errors import BadInput, PreconditionFailed, Unreachable
+
+ABSENT = ""  # the expected sha256 of a file that must not exist yet
+
+
+class Nodes:
+    """Mixin for a remedy that acts on nodes by host name (``self.nodes``: host -> connection)."""
+
+    nodes: dict
+
+    def _node(self, host: str):
+        node = self.nodes.get(host)
+        if node is None:
+            raise BadInput(f"no connection to {host} (pass it with --ssh)")
+        return node
+
+
+def wait_until(node, script: str, timeout: float, on_wait, waiting: str, unverified: str, done: str):
+    """Run ``script`` on the node every 2 s until it prints something (``done``), or until ``timeout``: then
+    "applied, not verified" with ``unverified`` (what to check). ``on_wait`` hears how long is left."""
+    from breakglass.ways.base import Unverified  # noqa: PLC0415
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if node.run(script).out.strip():
+            return done
+        if time.monotonic() >= deadline:
+            return Unverified(f"applied, not verified: {unverified}")
+        if on_wait:
+            on_wait(f"{int(deadline - time.monotonic())}s left: {waiting}")
+        time.sleep(2)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# $BREAKGLASS_TEST_PAUSE (tests only) sleeps between the checks and the rename. `set -C` makes `>` refuse a file
+# (or link) that appeared at the temp name after the rm: it is never written through.
+_WRITE = r"""set -u
+f={path}; d=$(dirname -- "$f"); t="$d/.$(basename -- "$f").breakglass.tmp"
+{links}cur=$(sha256sum -- "$f" 2>/dev/null | cut -d' ' -f1)
+{exists}[ "$cur" = "{expected}" ] || {{ echo "changed:$cur" >&2; exit 3; }}
+umask 077
+rm -f -- "$t"; set -C
+cat > "$t" || exit 5
+set +C
+if [ "$(wc -c < "$t")" -ne {length} ] || [ "$(sha256sum -- "$t" | cut -d' ' -f1)" != "{new}" ]; then
+  rm -f -- "$t"; echo "incomplete" >&2; exit 4
+fi
+if [ -e "$f" ]; then chmod --reference="$f" -- "$t" && chown --reference="$f" -- "$t" || exit 5; fi
+sync -- "$t" 2>/dev/null || sync
+{pause}mv -f -- "$t" "$f" || exit 5
+sync -- "$d" 2>/dev/null || sync
+echo written
+"""
+
+# Refuse a link at the file or its directory: breakglass never writes through one (checked on the node, at
+# the moment of writing).
+_NO_LINKS = '[ -L "$f" ] || [ -L "$d" ] && { echo "link" >&2; exit 6; }\n'
+_MUST_BE_NEW = '[ -e "$f" ] || [ -L "$f" ] && cur=exists\n[ -d "$d" ] || mkdir -p -- "$d" || exit 5\n'
+
+
+def _check_rc(node, path: str, r, what: str) -> None:
+    if r.rc == 3:
+        raise PreconditionFailed(f"{node.host}:{path} changed since it was read; not {what}")
+    if r.rc == 6:
+        raise BadInput(f"{node.host}:{path} (or its directory) is a symbolic link; breakglass never writes through "
+                       f"one: name the real file")
+
+
+def write_remote(node, path: str, expected_sha: str, data: bytes, pause: float = 0.0,
+                 refuse_links: bool = False) -> None:
+    """Replace ``path`` with ``data`` if its sha256 is still ``expected_sha`` (ABSENT: create it, refusing an
+    existing file)."""
+    script = _WRITE.format(path=quoted_path(path, "file path"), expected=expected_sha, length=len(data),
+                           new=sha(data), pause=f"sleep {pause}; " if pause else "",
+                           links=_NO_LINKS if refuse_links else "",
+                           exists=_MUST_BE_NEW if expected_sha == ABSENT else "")
+    r = node.run(script, stdin=data)
+    _check_rc(node, path, r, "written")
+    if r.rc != 0 or b"written" not in r.out:
+        raise Unreachable(f"{node.host}:{path}: write failed ({r.err.decode('utf-8', 'replace').strip()[:200] or r.rc})")
+
+
+_REMOVE = r"""set -u
+f={path}; d=$(dirname -- "$f")
+[ -L "$f" ] && {{ echo "link" >&2; exit 6; }}
+cur=$(sha256sum -- "$f" 2>/dev/null | cut -d' ' -f1)
+[ "$cur" = "{expected}" ] || {{ echo "changed:$cur" >&2; exit 3; }}
+rm -f -- "$f" || exit 5
+sync -- "$d" 2>/dev/null || sync
+echo removed
+"""
+
+
+def remove_remote(node, path: str, expected_sha: str) -> None:
+    """Remove ``path`` only if it still holds exactly the bytes with ``expected_sha``."""
+    r = node.run(_REMOVE.format(path=quoted_path(path, "file path"), expected=expected_sha))
+    _check_rc(node, path, r, "removed")
+    if r.rc != 0 or b"removed" not in r.out:
+        raise Unreachable(f"{node.host}:{path}: remove failed ({r.err.decode('utf-8', 'replace').strip()[:200] or r.rc})")
+
+
+def read_remote(node, path: str, missing: str = "no such file") -> bytes:
+    r = node.run(f"cat -- {quoted_path(path, 'file path')}")
+    if r.rc != 0:
+        err = r.err.decode("utf-8", "replace").strip()
+        if "No such file" in err:
+            raise BadInput(f"{node.host}:{path}: {missing}")
+        raise Unreachable(f"{node.host}:{path}: {err[:200] or 'cannot read'}")
+    return r.out
+
+
+def read_optional(node, path: str) -> bytes | None:
+    """The file's bytes, or None when there is no file."""
+    q = quoted_path(path, "file path")
+    r = node.run(f"if [ -e {q} ] || [ -L {q} ]; then cat -- {q}; else echo absent >&2; exit 3; fi")
+    if r.rc == 3 and r.err.strip() == b"absent":
+        return None
+    if r.rc != 0:
+        raise Unreachable(f"{node.host}:{path}: {r.err.decode('utf-8', 'replace').strip()[:200] or 'cannot read'}")
+    return r.out
+
+
+def copy_to_node(node, directory: str, name: str, data: bytes) -> str:
+    """Keep a copy of ``data`` on the node, in ``directory`` (made 0700; the copy 0600); returns its path."""
+    if "/" in name or name.startswith("."):
+        raise ValueError(name)
+    remote = f"{directory.rstrip('/')}/{name}"
+    bdir, q = quoted_path(directory, "node backup directory"), quoted_path(remote, "node backup")
+    script = (f"umask 077; mkdir -p -- {bdir} && chmod 700 -- {bdir} && "
+              f"cat > {q} && sync -- {q} 2>/dev/null; sha256sum -- {q}")
+    r = node.run(script, stdin=data)
+    if r.rc != 0 or sha(data) not in r.out.decode("utf-8", "replace"):
+        raise Unreachable(f"{node.host}: backup to {remote} failed ({r.err.decode('utf-8', 'replace').strip()[:200]})")
+    return remote
