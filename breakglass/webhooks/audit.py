@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from breakglass.heal import bootstrap
 
-from breakglass.webhooks import vendors
+from breakglass.heal import writes as heal
+from breakglass.webhooks import intercept, vendors
 from breakglass.heal.bootstrap import BootstrapKind
 from breakglass.webhooks.model import MAP, VAP, VAP_BINDING, MAP_BINDING, AdmissionConfig, Rule, Webhook
 
@@ -26,7 +27,7 @@ RANK = {s: i for i, s in enumerate(SEVERITIES)}
 LONG_TIMEOUT = 10  # seconds; the v1 default. Longer stalls every intercepted write for that long.
 WRITE_OPS = ("CREATE", "UPDATE")
 CONDITION_SELF = "breakglass-skip-apiserver-self"
-CONDITION_KINDS = "breakglass-skip-bootstrap-kinds"
+CONDITION_KINDS = intercept.CONDITION_KINDS
 
 
 @dataclass
@@ -218,9 +219,14 @@ def fix_for(resource: str, name: str, webhook: str | None, kinds: list[Bootstrap
     """The matchConditions fix for one webhook of a configuration (``resource`` plural, as in its etcd key), or
     for a policy's spec when ``webhook`` is None: a strategic-merge patch as YAML and as a kubectl command.
     Shared by `audit` and the wizard's report, so both print the same valid patch."""
+    conds = match_conditions_for(kinds if kinds is not None else kinds_for(None))
+    return _fix_from_conditions(resource, name, webhook, conds, vendor_note)
+
+
+def _fix_from_conditions(resource: str, name: str, webhook: str | None, conds: list[dict],
+                         vendor_note: str | None = None) -> Fix:
     import yaml  # noqa: PLC0415
 
-    conds = match_conditions_for(kinds if kinds is not None else kinds_for(None))
     if webhook is not None:
         patch = {"webhooks": [{"name": webhook, "matchConditions": conds}]}
     else:
@@ -233,6 +239,33 @@ def fix_for(resource: str, name: str, webhook: str | None, kinds: list[Bootstrap
                                f"{hint.managed_note}"
     return Fix(match_conditions=conds, patch_yaml=yaml.safe_dump(patch, sort_keys=False, width=100),
                command=command, vendor_note=vendor_note)
+
+
+def match_conditions_for_hits(hits: list[intercept.Hit]) -> list[dict]:
+    """The conditions that keep exactly the model's writes this webhook would block away from it (all must hold
+    for the webhook to be called). The apiserver's own writes go by its identity (``system:apiserver``), the 1.33
+    kinds by name as well (the fix the Talos/Kyverno outage ended with, robust to whoever writes them); every
+    other write by its group, resource, subresource and the namespaces where it is intercepted."""
+    named: dict[tuple[str, str, str], set[str]] = {}
+    for h in hits:
+        w = h.write
+        if w.by_apiserver and w.since == heal.OLDEST:
+            continue
+        named.setdefault((w.group, w.resource, w.subresource), set()).update(h.namespaces)
+    terms = []
+    for (group, resource, sub), namespaces in sorted(named.items()):
+        sub_test = (f'has(request.subResource) && request.subResource == "{sub}"' if sub else
+                    '(!has(request.subResource) || request.subResource == "")')
+        term = f'request.resource.group == "{group}" && request.resource.resource == "{resource}" && {sub_test}'
+        if namespaces:
+            term += f" && request.namespace in {_cel_list(sorted(namespaces))}"
+        terms.append(f"({term})")
+    conds = []
+    if any(h.write.by_apiserver for h in hits):
+        conds.append({"name": CONDITION_SELF, "expression": 'request.userInfo.username != "system:apiserver"'})
+    if terms:
+        conds.append({"name": CONDITION_KINDS, "expression": "!(" + " || ".join(terms) + ")"})
+    return conds
 
 
 # -- rules --------------------------------------------------------------------------------------
@@ -248,7 +281,23 @@ def bootstrap_kinds_touched(w: Webhook, target=None) -> list[str]:
     return list(dict.fromkeys(k.kind for k, _ in hits))
 
 
-def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target) -> list[AuditFinding]:
+RENEW_DEADLINE = 10  # seconds: leader election's default --leader-elect-renew-deadline (client-go leaderelection)
+
+
+def _hit_text(hits: list[intercept.Hit]) -> str:
+    parts = []
+    for h in hits:
+        w = h.write
+        where = f" in {', '.join(h.namespaces)}" if h.namespaces else ""
+        parts.append(f"{'/'.join(w.operations)} {w.qualified}{where} by {w.actor} ({w.severity}: {w.breaks})")
+    return "; ".join(dict.fromkeys(parts))
+
+
+def _worst(hits: list[intercept.Hit]) -> str:
+    return max((h.write.severity for h in hits), key=RANK.get)
+
+
+def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target, namespaces=None) -> list[AuditFinding]:
     out: list[AuditFinding] = []
     ident = f"{cfg.kind_name}/{cfg.name}"
     fail = w.failure_policy == "Fail"
@@ -256,42 +305,48 @@ def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target) -> list[AuditFin
 
     def add(rule, severity, title, explanation, kinds=(), fix=None):
         out.append(AuditFinding("", rule, severity, ident, w.name, title, explanation,
-                                list(dict.fromkeys(k.kind for k in kinds)), cfg.source, fix))
+                                list(dict.fromkeys(kinds)), cfg.source, fix))
 
+    hits = intercept.webhook_hits(w, target, namespaces)
     if fail:
-        hits = at_risk(w.rules, w.match_policy, w.namespace_selector, w.object_selector, w.match_conditions, target)
-        kinds = [k for k, _ in hits]
-        ready = [k for k in kinds if k.blocks_readiness]
+        ready = [h for h in hits if h.write.by_apiserver and h.write.readiness]
         if ready:
-            new = [k for k, r in hits if k.since > (1, 0) and _wildcard(r)]
-            every = [k for k in ready if k.every_start]
-            expl = (f"{policy_text}, and its rules match {_describe(ready)}, which kube-apiserver writes itself "
-                    f"before it becomes ready (post-start hooks {', '.join(sorted({k.hook for k in ready}))}). If "
-                    f"the webhook's backend is down when an apiserver starts, the apiserver never becomes ready, and "
-                    f"the backend cannot come back without it.")
+            new = [h.write for h in ready if h.write.since > heal.OLDEST and _wildcard(h.rule)]
+            every = [h for h in ready if h.write.every_start]
+            kinds = [h.write for h in ready]
+            expl = (f"{policy_text}, and its rules match {_describe_writes(kinds)}, which kube-apiserver writes "
+                    f"itself before it becomes ready (readiness checks "
+                    f"{', '.join(sorted({k.readiness for k in kinds}))}). If the webhook's backend is down when an "
+                    f"apiserver starts, the apiserver never becomes ready, and the backend cannot come back without "
+                    f"it.")
             if not every:
                 expl += (" The apiserver writes these only when they are missing (a new cluster, a restore from "
-                         "backup, or after someone deleted one), so the risk is lower than for kinds written on "
-                         "every start.")
-            cluster = [k.kind for k in ready if k.cluster_scoped]
+                         "backup, an upgrade, or after someone deleted one), so the risk is lower than for kinds "
+                         "written on every start.")
+            cluster = list(dict.fromkeys(k.kind for k in kinds if k.cluster_scoped))
             if cluster:
-                expl += f" {', '.join(cluster)} {'is' if len(cluster) == 1 else 'are'} cluster-scoped: a namespaceSelector cannot exempt them."
+                expl += (f" {', '.join(cluster)} {'is' if len(cluster) == 1 else 'are'} cluster-scoped: a "
+                         f"namespaceSelector cannot exempt them.")
             if new:
-                expl += (f" {', '.join(k.kind for k in new)} {'is' if len(new) == 1 else 'are'} new at start from "
+                names = list(dict.fromkeys(k.kind for k in new))
+                expl += (f" {', '.join(names)} {'is' if len(names) == 1 else 'are'} new at start from "
                          f"Kubernetes 1.33: wildcard rules that were harmless before start matching on upgrade.")
             add("bootstrap-intercept", "critical" if every else "high",
-                f'webhook "{w.name}" can deadlock the apiserver at start', expl, kinds, _fix(cfg, w, kinds))
-        elif kinds:
-            add("recovery-intercept", "high",
-                f'webhook "{w.name}" intercepts objects a cluster needs to recover',
-                f"{policy_text}, and its rules match {_describe(kinds)}. While its backend is down, kubelets "
-                f"cannot register or renew, controllers cannot keep their leader leases, and the apiserver cannot "
-                f"keep the default/kubernetes Service current.", kinds, _fix(cfg, w, kinds))
+                f'webhook "{w.name}" can deadlock the apiserver at start', expl, [h.write.kind for h in hits],
+                _fix_writes(cfg, w, hits))
+        rest = [h for h in hits if h not in ready and h.write.id != "kcm-backend-pods"]
+        if rest:
+            add("recovery-intercept", _worst(rest),
+                f'webhook "{w.name}" intercepts writes a cluster needs to come back',
+                f"{policy_text}, and while its backend is down it refuses: {_hit_text(rest)}.",
+                [h.write.kind for h in rest], _fix_writes(cfg, w, hits))
         own_ns = (w.service or "/").split("/")[0]
-        if own_ns and _self_intercept(w, own_ns):
-            add("self-intercept", "high", f'webhook "{w.name}" intercepts the pods of its own namespace',
+        if own_ns and any(h.write.id == "kcm-backend-pods" for h in hits):
+            add("self-intercept", heal.BY_ID["kcm-backend-pods"].severity,
+                f'webhook "{w.name}" intercepts the pods of its own namespace',
                 f"{policy_text}, and it intercepts Pod creation in {own_ns}, where its backend runs: if all its "
-                f"pods go, no new one can be admitted to replace them. Exclude {own_ns} with a namespaceSelector.")
+                f"pods go, no new one can be admitted to replace them. Exclude {own_ns} with a namespaceSelector.",
+                ["Pod"], _fix_writes(cfg, w, hits))
         if w.timeout_seconds > LONG_TIMEOUT:
             add("long-timeout", "medium", f'webhook "{w.name}" waits {w.timeout_seconds}s before failing',
                 f"Every intercepted write stalls up to {w.timeout_seconds}s while the backend is unreachable, "
@@ -305,10 +360,31 @@ def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target) -> list[AuditFin
                 "Wildcard rules match kinds added by future Kubernetes versions; matchConditions (GA in 1.30) "
                 "can keep the apiserver's own writes away from it.")
     else:
+        leases = [h for h in hits if h.write.kind == "Lease"]
+        if leases and w.timeout_seconds > RENEW_DEADLINE:
+            add("lease-timeout", "high",
+                f'webhook "{w.name}" fails open, but only after {w.timeout_seconds}s, on Lease renewals',
+                f"failurePolicy Ignore with timeoutSeconds {w.timeout_seconds}, longer than leader election's "
+                f"{RENEW_DEADLINE}s renew deadline, on {_hit_text(leases)}. While its backend hangs (packets "
+                f"dropped, not refused) every renewal waits for the timeout: kube-controller-manager and the "
+                f"scheduler lose leadership and restart in a loop, node heartbeats fall behind. Keep Leases out "
+                f"(the matchConditions below) or set timeoutSeconds to {RENEW_DEADLINE // 2} or less.",
+                [h.write.kind for h in leases], _fix_writes(cfg, w, leases))
         add("fails-open", "info", f'webhook "{w.name}" fails open',
             "failurePolicy Ignore: it cannot deadlock the cluster, but while its backend is unreachable every "
             "request it should check is admitted unchecked (see `breakglass leaks`).")
     return out
+
+
+def _describe_writes(ws) -> str:
+    names = (k.kind + (f" ({'/'.join(k.names)})" if k.names and len(k.names) <= 2 else "") for k in ws)
+    return ", ".join(dict.fromkeys(names))
+
+
+def _fix_writes(cfg: AdmissionConfig, webhook: Webhook | None, hits: list[intercept.Hit]) -> Fix:
+    return _fix_from_conditions(cfg.resource, cfg.name, webhook.name if webhook else None,
+                                match_conditions_for_hits(hits),
+                                _vendor_note(cfg, webhook.name if webhook else None))
 
 
 def _self_intercept(w: Webhook, ns: str) -> bool:
@@ -350,7 +426,10 @@ def _policy_findings(cfg: AdmissionConfig, bindings: list[AdmissionConfig], targ
         f"deleting the binding.", [k.kind for k in binding_kinds], cfg.source, _fix(cfg, None, binding_kinds))]
 
 
-def audit(configs: list[AdmissionConfig], target_version: str | None = None) -> AuditReport:
+def audit(configs: list[AdmissionConfig], target_version: str | None = None,
+          namespaces: dict[str, dict[str, str]] | None = None) -> AuditReport:
+    """``namespaces``: name -> labels as the cluster holds them (when it was read); else the namespaces the heal
+    model names are taken to carry only the label Kubernetes sets (kubernetes.io/metadata.name)."""
     target = parse_version(target_version)
     findings: list[AuditFinding] = []
     bindings = [c for c in configs if c.kind in (VAP_BINDING, MAP_BINDING)]
@@ -358,7 +437,7 @@ def audit(configs: list[AdmissionConfig], target_version: str | None = None) -> 
         if cfg.kind in (VAP, MAP):
             findings += _policy_findings(cfg, bindings, target)
         for w in cfg.webhooks:
-            findings += _webhook_findings(cfg, w, target)
+            findings += _webhook_findings(cfg, w, target, namespaces)
     findings.sort(key=lambda f: (-RANK[f.severity], f.configuration, f.webhook or "", f.rule))
     for i, f in enumerate(findings, 1):
         f.id = f"A{i}"
