@@ -141,7 +141,7 @@ def audit(
                               etcd_prefix, timeout, etcd_via_ssh,
                               _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts,
                                            timeout))
-        rep = _audit.audit(inv.configs, target_version)
+        rep = _audit.audit(inv.configs, target_version, inv.namespaces)
         worst = _audit.RANK[rep.worst] if rep.worst else -1
         code = int(ExitCode.FOUND if worst >= _audit.RANK[fail_on.value] else ExitCode.OK)
         _show(output, "AuditReport", rep, lambda: _render().audit_report(

@@ -26,6 +26,8 @@ class Inventory:
     warnings: list[str] = field(default_factory=list)
     opaque: list[str] = field(default_factory=list)  # encrypted etcd values, by key
     sources: list[str] = field(default_factory=list)
+    # name -> labels of every Namespace, when read from a cluster (for namespaceSelectors); None from files
+    namespaces: dict[str, dict[str, str]] | None = None
 
 
 # -- files --------------------------------------------------------------------------------------
@@ -131,8 +133,38 @@ def load_etcd(etcd, prefix: str = DEFAULT_ETCD_PREFIX) -> Inventory:
                 inv.configs.append(model.from_json(dec.obj, f"etcd:{key}"))
             except BadInput as e:
                 inv.warnings.append(str(e))
+    inv.namespaces = etcd_namespaces(etcd, prefix, inv.warnings)
     inv.sources.append("etcd " + ",".join(etcd.settings.endpoints))
     return inv
+
+
+def namespaces_prefix(prefix: str = DEFAULT_ETCD_PREFIX) -> bytes:
+    return f"{prefix.rstrip('/')}/namespaces/".encode()
+
+
+def etcd_namespaces(etcd, prefix: str, warnings: list[str]) -> dict[str, dict[str, str]] | None:
+    """Every Namespace's labels from its metadata (the codec reads any object's ObjectMeta); None when the
+    caller's etcd client may not read those keys or a value cannot be read (selectors then see only the label
+    Kubernetes sets)."""
+    out: dict[str, dict[str, str]] = {}
+    try:
+        kvs = list(etcd.range_prefix(namespaces_prefix(prefix)))
+    except ValueError:
+        return None  # not among the prefixes this client was allowed
+    for kv in kvs:
+        key = kv.key.decode("utf-8", "replace")
+        try:
+            dec = codec.decode_value(kv.value)
+        except BadInput as e:
+            warnings.append(f"etcd {key}: {e}")
+            return None
+        if dec.obj is None:
+            warnings.append(f"etcd {key}: encrypted, namespace labels not read")
+            return None
+        meta = dec.obj.get("metadata") or {}
+        out[str(meta.get("name") or key.rpartition("/")[2])] = {str(k): str(v) for k, v in
+                                                                 (meta.get("labels") or {}).items()}
+    return out
 
 
 # -- the live API -------------------------------------------------------------------------------
@@ -180,8 +212,30 @@ def load_api_with(api, kinds: tuple[str, ...] | None = None) -> Inventory:
                 item.setdefault("apiVersion", doc.get("apiVersion", ""))
                 inv.configs.append(model.from_json(item, f"api:{path}/{item.get('metadata', {}).get('name')}"))
             break
+    if kinds is None:
+        inv.namespaces = api_namespaces(api, inv.warnings)
     inv.sources.append(f"apiserver {api.host}")
     return inv
+
+
+def api_namespaces(api, warnings: list[str]) -> dict[str, dict[str, str]] | None:
+    """Every Namespace's labels through the API; None (with a warning) when they cannot be listed."""
+    status, body = api.get("/api/v1/namespaces")
+    if status != 200:
+        warnings.append(f"apiserver {api.host}: GET /api/v1/namespaces returned HTTP {status}: namespaceSelectors "
+                        f"are read against the label Kubernetes sets (kubernetes.io/metadata.name) only")
+        return None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    out = {}
+    for item in doc.get("items") or []:
+        meta = item.get("metadata") or {} if isinstance(item, dict) else {}
+        if isinstance(meta, dict) and meta.get("name"):
+            labels = meta.get("labels") or {}
+            out[str(meta["name"])] = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+    return out
 
 
 # -- choosing a source --------------------------------------------------------------------------
@@ -224,7 +278,7 @@ def load(spec: SourceSpec) -> Inventory:
 
         settings = EtcdSettings.resolve(spec.etcd_endpoints, spec.etcd_cacert, spec.etcd_cert, spec.etcd_key,
                                         spec.timeout)
-        etcd = Etcd(settings, tuple(etcd_prefixes(spec.etcd_prefix).values()))
+        etcd = Etcd(settings, tuple(etcd_prefixes(spec.etcd_prefix).values()) + (namespaces_prefix(spec.etcd_prefix),))
         try:
             return load_etcd(etcd, spec.etcd_prefix)
         finally:
