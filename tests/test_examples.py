@@ -16,8 +16,9 @@ EXPECT = {
     "gke-gatekeeper-fail-open.jsonl": ("leaking", "webhook-fail-open", "validation.gatekeeper.sh"),
     "pods": ("degraded", "webhook-tls", "webhook.cert-manager.io"),
     "ticket-paste.txt": ("deadlocked", "webhook-rejects-bootstrap", "validate.kyverno.svc-fail"),
-    # the controller-manager losing its lease while the webhook fails: lease starvation (issue 21)
-    "k3s-journald-istio.log": ("deadlocked", "webhook-timeout", "namespace.sidecar-injector.istio.io"),
+    # the controller-manager losing its lease while the webhook fails: lease starvation (issue 21), inferred from
+    # the names in the log, so likely, not proven (issue 28)
+    "k3s-journald-istio.log": ("deadlock-likely", "webhook-timeout", "namespace.sidecar-injector.istio.io"),
     "ipaddress-not-ready.log": ("deadlocked", "admission-not-ready", None),
     "healthy-apiserver.log": ("clear", None, None),
 }

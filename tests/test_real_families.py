@@ -26,13 +26,15 @@ EXPECT = {
     ("self-dependency", "text"): ("degraded", None, "webhook-unreachable", None),
     ("self-dependency", "json"): ("degraded", None, "webhook-unreachable", None),
     ("self-dependency", "kubectl"): ("degraded", None, "webhook-unreachable", None),
-    ("self-dependency", "audit"): ("deadlocked", "self-dependency", "webhook-unreachable", "self-dependency"),
+    # issue 28: the audit event's names (the pod's namespace is the webhook Service's; a Lease in kube-node-lease)
+    # point to the cycle; from the log alone it is deadlock-likely (tests/test_heal_diagnose.py proves it)
+    ("self-dependency", "audit"): ("deadlock-likely", "self-dependency", "webhook-unreachable", "self-dependency"),
     ("node-lease-refused", "text"): ("degraded", None, "webhook-unreachable", None),
     ("node-lease-refused", "json"): ("degraded", None, "webhook-unreachable", None),
-    ("node-lease-refused", "audit"): ("deadlocked", "node-lease", "webhook-unreachable", "node-lease"),
+    ("node-lease-refused", "audit"): ("deadlock-likely", "node-lease", "webhook-unreachable", "node-lease"),
     ("node-lease-denied", "text"): ("degraded", None, "webhook-rejects-bootstrap", None),
     ("node-lease-denied", "json"): ("degraded", None, "webhook-rejects-bootstrap", None),
-    ("node-lease-denied", "audit"): ("deadlocked", "node-lease", "webhook-rejects-bootstrap", "node-lease"),
+    ("node-lease-denied", "audit"): ("deadlock-likely", "node-lease", "webhook-rejects-bootstrap", "node-lease"),
     **{("conversion-down", k): ("degraded", "conversion", "conversion-webhook", "conversion")
        for k in ("text", "json", "audit", "kubectl", "kubectl-2")},
 }

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import datetime as _dt
 
+import re
+import shlex
+
 from breakglass.heal import bootstrap
+from breakglass.heal import writes as heal
 
 from breakglass.webhooks import vendors
 from breakglass.diagnose import causes
 from breakglass.diagnose.correlate import Correlator, LogRecord, _Acc
 from breakglass.diagnose.model import (
-    BOOTSTRAP, CONVERSION, CRITICAL, ERROR, INFO, NODE_LEASE, SELF_DEPENDENCY, SEVERITY_RANK, WARNING, Evidence,
-    Finding, Verdict,
+    BOOTSTRAP, CLEAR, CONVERSION, CRITICAL, DEADLOCK_LIKELY, DEADLOCKED, DEGRADED, ERROR, INFO, LEAKING, LIKELY,
+    NODE_LEASE, PROVEN, PROVEN_LOG, SELF_DEPENDENCY, SEVERITY_RANK, WARNING, Evidence, Finding, Verdict,
 )
 
 LEADER_WINDOW_S = 120.0  # a lost lease this close to webhook failures is blamed on them
@@ -45,6 +49,7 @@ def _evidence(acc: _Acc, n: int) -> list[Evidence]:
     return ev
 
 
+SETTLED = "startup-readiness"  # notice family: readiness failed briefly at start, then start-up went on
 PERSIST_S = 10.0  # a post-start hook failing for less than this, while the log goes on past it, is a normal start
 
 
@@ -56,6 +61,23 @@ def _transient(a: _Acc, last_ts: dict[str, float]) -> bool:
     if a.last.ts - a.first.ts >= PERSIST_S:
         return False
     return last_ts.get(a.last.source, a.last.ts) - a.last.ts >= PERSIST_S
+
+
+def _times(a: _Acc) -> list[float]:
+    """The times of the lines an accumulator kept (a readyz check's `[-]…` continuation lines carry none)."""
+    return [r.ts for r in [a.first, a.last, *a.head, *a.tail] if r is not None and r.ts is not None]
+
+
+def settled_at_start(a: _Acc, last_ts: dict[str, float]) -> bool:
+    """A readiness failure at start that the log shows cleared: `not finished` (or not yet ready) for less than
+    PERSIST_S, and the same log goes on with later lines of start-up (a bootstrap step that succeeded, anything
+    diagnose reads) after the last failure. Only asked when nothing in the logs names a webhook."""
+    if a.kind not in ("readyz", "not-ready") or a.last is None:
+        return False
+    times = _times(a)
+    if not times or max(times) - min(times) >= PERSIST_S:
+        return False
+    return last_ts.get(a.last.source, max(times)) > max(times)
 
 
 def _is_stuck(a: _Acc, fatal: set | frozenset = frozenset(), last_ts: dict[str, float] | None = None) -> bool:
@@ -136,6 +158,110 @@ def node_lease(requests: dict[tuple, int], apiserver_only: bool = False) -> str 
     return None
 
 
+_FATAL_LINE = re.compile(r"\[FATAL\]|\blevel=fatal\b|\"level\"\s*:\s*\"fatal\"|^F\d{4} \d\d:\d\d:\d\d|\bpanic: ",
+                         re.IGNORECASE | re.MULTILINE)
+_NODE_WRITE = re.compile(r"(?:patch|update|annotate|set|register)\w*\s+(?:the\s+)?node\b|node resource|"
+                         r"\bnodes\s+\\?\"[^\"\\]+\\?\"", re.IGNORECASE)
+
+
+def _lines(a: _Acc) -> list:
+    return [r for r in [*a.head, *a.tail] if r is not None]
+
+
+def fatal_own_start(a: _Acc, service: str | None, webhook: str | None) -> str | None:
+    """A component that exits at its own start-up because its own webhook is down (Rancher's `[FATAL] … failed
+    calling webhook "rancher.cattle.io.…"`): the line is fatal, and the application the webhook's Service belongs
+    to is a label of the webhook's name. Its backend is deployed by the very component that cannot start."""
+    svc_name = (service or "").partition("/")[2]
+    stem = _stem(svc_name) if svc_name else ""
+    labels = set(re.split(r"[.\-]", webhook or ""))
+    if len(stem) < 3 or stem not in labels:
+        return None
+    if any(_FATAL_LINE.search(r.raw) for r in _lines(a)):
+        return f"{stem}'s own start-up (it exits on the failed call: the component that runs its backend)"
+    return None
+
+
+def controller_pods_without_endpoints(requests: dict[tuple, int], cause) -> str | None:
+    """Controllers (ReplicaSet, DaemonSet, Job) refused pod creation by a webhook that has no endpoints: its own
+    backend's replacement pods are created by the same controllers and refused the same way, unless the webhook
+    exempts their namespace (which the log cannot show)."""
+    if cause is None or not cause.detail.startswith("no endpoints"):
+        return None
+    for (ns, kind, name), _n in requests.items():
+        if kind in POD_CREATORS and kind != "Pod" and not ns and not name:
+            return f"pods {kind} controllers create, while it has no endpoints (its own pods are made the same way)"
+    return None
+
+
+def node_write(a: _Acc) -> str | None:
+    """A Node write the failing lines show (a CNI agent annotating its Node, a kubelet registering)."""
+    for r in _lines(a):
+        m = _NODE_WRITE.search(r.raw)
+        if m:
+            return f"Node write ({m[0].strip()})"
+    return None
+
+
+_OWNER_RESOURCE = {"ReplicaSet": "pods", "DaemonSet": "pods", "Job": "pods", "StatefulSet": "pods",
+                   "Deployment": "replicasets", "Pod": "pods", "Lease": "leases", "Node": "nodes",
+                   "EndpointSlice": "endpointslices", "Endpoints": "endpoints"}
+
+
+def model_needs(requests, service: str | None) -> list[heal.Write]:
+    """The heal model's writes the failing requests are (a controller named as the request's owner: the pods it
+    creates)."""
+    backend_ns = (service or "").partition("/")[0] or None
+    out: list[heal.Write] = []
+    for (ns, kind, _name) in requests:
+        res = _OWNER_RESOURCE.get(kind or "")
+        if not res:
+            continue
+        for w in heal.for_version(None):
+            if w.resource != res or w.subresource:
+                continue
+            if ns is None or not w.namespaces or ns in w.where(backend_ns):
+                out.append(w)
+    return sorted(dict.fromkeys(out), key=lambda w: -heal.rank(w.severity))
+
+
+def prove_command(f: Finding) -> str:
+    logs = " ".join(shlex.quote(s) for s in f.sources[:3]) or "LOGS"
+    return (f"breakglass diagnose {logs} --kubeconfig KUBECONFIG   # apiserver down: --etcd-endpoints URL (and "
+            f"certificates); offline: --webhooks SAVED.yaml (kubectl get validatingwebhookconfigurations,"
+            f"mutatingwebhookconfigurations -o yaml)")
+
+
+def log_cycle(f: Finding, requests, c: Correlator | None = None) -> None:
+    """The cycle as the log shows it, step by step, and how far it is shown."""
+    how = "denies" if f.mode == "deny" else f"fails closed ({f.cause})"
+    steps = [f'the log: webhook "{f.webhook}" {how} on ' + (", ".join(f.requests[:3]) or ", ".join(f.blocked[:3])
+                                                           or "the requests it intercepts")]
+    if f.deadlock == BOOTSTRAP:
+        for o in bootstrap.BOOTSTRAP_KINDS:
+            if any(str(b).startswith(o.kind) for b in f.blocked) and o.hook in f.hooks:
+                w = next((x for x in heal.WRITES if x.kind == o.kind and x.by_apiserver), None)
+                steps.append(f"the heal model: kube-apiserver writes {o.kind} in post-start hook {o.hook}"
+                             + (f"; {w.readiness} waits for it ({w.source})" if w and w.readiness else ""))
+                break
+        steps.append("the webhook's backend needs a ready apiserver to come back (its pods are created, scheduled "
+                     "and given endpoints through it): a cycle, shown by the apiserver's own lines")
+        f.cycle, f.proof = steps, PROVEN_LOG
+        return
+    for w in model_needs(requests, f.service)[:2]:
+        steps.append(f"the heal model: {w.actor} needs {w.describe()}; without it {w.breaks} ({w.source})")
+    if f.deadlock == SELF_DEPENDENCY:
+        steps.append(f"names: the blocked write is what the webhook's own backend ({f.service or 'its Service'}) "
+                     f"needs to come back")
+    elif f.deadlock == NODE_LEASE:
+        steps.append(f"names: the webhook's backend ({f.service or 'its Service'}) runs as pods on nodes and is "
+                     f"recreated by controllers: it needs the Nodes, Leases and leaders this write keeps alive")
+    f.prove = prove_command(f)
+    steps.append("not checked: the webhook's configuration and its backend's endpoints were not read; to prove or "
+                 "refute it: " + f.prove)
+    f.cycle, f.proof = steps, LIKELY
+
+
 def _add_evidence(evidence: list[Evidence], accs: list[_Acc], role: str, limit: int | None = None) -> None:
     """Add the first and last line of each accumulator, once each, up to ``limit`` lines in all."""
     for acc in accs:
@@ -163,6 +289,12 @@ class Builder:
         calls = [a for a in accs if a.kind in ("call", "deny", "policy")]
         fatal = {a.hook for a in accs if a.kind == "hook-fatal"}
         stuck = [a for a in accs if _is_stuck(a, fatal, self.c.last_ts)]
+        # No alarm without cause: hooks `not finished` for a moment at start, with no webhook anywhere in the logs
+        # and start-up going on after them, are a normal start (issue 28), said as a notice.
+        self.settled: list[_Acc] = []
+        if not any(a.kind in ("call", "deny", "policy", "fail-open", "conversion", "panic") for a in accs):
+            self.settled = [a for a in stuck if a.hook not in fatal and settled_at_start(a, self.c.last_ts)]
+            stuck = [a for a in stuck if a not in self.settled]
         # A stuck hook and a single suspect failing closed: tie them, labelled as a guess.
         # (A burst of unanswered attempts alone is too weak for that.)
         closed = [a for a in calls if (a.kind != "deny" or a.blocked or a.blind) and a.mode != "open"]
@@ -192,6 +324,8 @@ class Builder:
                 by_hook.setdefault(a.hook, []).append(a)
         for group in by_hook.values():
             findings.append(self._hook_finding(group))
+        if self.settled:
+            findings.append(self._settled_finding(self.settled))
         for a in accs:
             f = None
             if a.kind == "fail-open":
@@ -301,8 +435,20 @@ class Builder:
             advice = ("keep Leases and Nodes away from this webhook through the API (its rules, or a matchCondition "
                       "on request.resource), or set failurePolicy Ignore / delete the configuration; the admission "
                       "flag only when the apiserver cannot be reached")
+        elif fam is None and a.kind == "call" and a.mode != "open" and ident.get("service") and (
+                node := node_write(a)):
+            fam, severity = NODE_LEASE, CRITICAL
+            explanation += (f" It blocks a {node}: a CNI agent that cannot annotate its Node gives the node no pod "
+                            f"network, and a kubelet that cannot update it goes NotReady; the webhook's backend "
+                            f"needs both.")
+            advice = ("keep Nodes away from this webhook through the API (its rules, or a matchCondition on "
+                      "request.resource), or set failurePolicy Ignore / delete the configuration")
+            requests = {**requests, (None, "Node", None): 1}
+            shown = sorted({_request_text(r) for r in requests})[:8]
         elif fam is None and a.kind == "call" and a.mode != "open":
-            mine = self_dependency(requests, ident.get("service"))
+            mine = (self_dependency(requests, ident.get("service"))
+                    or fatal_own_start(a, ident.get("service"), a.webhook)
+                    or controller_pods_without_endpoints(requests, a.cause))
             if mine:
                 fam, severity = SELF_DEPENDENCY, CRITICAL
                 ns = _exclude_ns(requests, ident.get("service"))
@@ -311,9 +457,12 @@ class Builder:
                 advice = (f"exclude {ns or 'its backend namespace'} from this webhook through the API (a "
                           f"namespaceSelector on kubernetes.io/metadata.name, or a matchCondition), so the backend's "
                           f"pods can be created; else failurePolicy Ignore or delete the configuration")
-        return Finding(family=family, severity=severity, title=title, explanation=explanation, advice=advice,
-                       blocked=[str(o) for o in blocked], hooks=hooks, link=link, bootstrap_deadlock=deadlock,
-                       deadlock=fam, requests=shown, **self._base(a), **ident, **extra)
+        f = Finding(family=family, severity=severity, title=title, explanation=explanation, advice=advice,
+                    blocked=[str(o) for o in blocked], hooks=hooks, link=link, bootstrap_deadlock=deadlock,
+                    deadlock=fam, requests=shown, **self._base(a), **ident, **extra)
+        if fam is not None:
+            log_cycle(f, requests, self.c)
+        return f
 
     def _conversion(self, a: _Acc) -> Finding:
         """A CRD's conversion webhook that fails: its own family; the admission flag does not switch it off."""
@@ -404,6 +553,21 @@ class Builder:
                        advice="find what rejects or times out that write; `breakglass webhooks` lists what could intercept it",
                        hooks=[hook], blocked=[what], **base)
 
+    def _settled_finding(self, accs: list[_Acc]) -> Finding:
+        hooks = sorted({a.hook for a in accs if a.hook})
+        a = max(accs, key=lambda x: x.count)
+        base = self._base(a)
+        _add_evidence(base["evidence"], [x for x in accs if x is not a], "failure")
+        return Finding(
+            family=SETTLED, severity=INFO,
+            title=f"readiness failed for a moment at start ({', '.join(hooks)}), then start-up went on",
+            explanation=(f"/readyz reported {', '.join('poststarthook/' + h for h in hooks)} as not finished for "
+                         f"less than {PERSIST_S:.0f} s, and the log goes on with later start-up lines. Every "
+                         f"apiserver reports its post-start hooks unfinished in its first seconds; no webhook is "
+                         f"named anywhere in these logs. Not an alarm."),
+            advice="nothing to do; if the apiserver is not ready now, capture a longer log",
+            hooks=hooks, **base)
+
     def _leader(self, a: _Acc, findings: list[Finding]) -> Finding | None:
         closed = [c for c in self.c.accs.values() if c.kind in ("call", "deny") and c.mode != "open"]
         webhook_findings = [f for f in findings if f.webhook and f.mode != "open" and f.severity != INFO
@@ -411,13 +575,21 @@ class Builder:
         if not webhook_findings and not a.blind:
             return None  # lost for reasons this tool does not diagnose, or long before/after the webhook failures
         names = ", ".join(sorted({f'"{f.webhook}"' for f in webhook_findings})) or "a webhook"
-        return Finding(
+        f = Finding(
             family="leader-election-lost", severity=ERROR, deadlock=NODE_LEASE,
             title=f"{a.hook} lost leader election while webhooks were failing",
             explanation=(f"{a.hook} could not renew its lease while {names} failed; controllers stop until "
                          f"they win the lease again, so nothing heals meanwhile."),
             advice="fix the failing webhook first; controllers recover by themselves once the lease can be written",
             **self._base(a))
+        w = heal.BY_ID["kcm-lease"]
+        f.prove = prove_command(f)
+        f.cycle = [f"the log: {a.hook} lost its leader Lease while {names} failed closed",
+                   f"the heal model: {w.actor} needs {w.describe()}; without it {w.breaks} ({w.source})",
+                   "names: the webhook's backend pods are recreated and placed by these controllers",
+                   "not checked: whether the webhook intercepts Leases was not read; to prove or refute it: " + f.prove]
+        f.proof = LIKELY
+        return f
 
     def _minor(self, a: _Acc) -> Finding:
         if a.kind == "panic":
@@ -443,10 +615,19 @@ def _denials_said(notices: list[Finding]) -> str:
 
 def verdict(findings: list[Finding], notices: list[Finding] = ()) -> Verdict:
     v = _verdict(findings)
-    if notices:
-        said = "Ordinary denials (policy at work, nothing broken): " + _denials_said(list(notices))
-        if v.state == "clear":
-            return Verdict("clear", "nothing broken: webhooks denied requests by their own policy", said, False)
+    denials = [n for n in notices if n.family == "webhook-denied"]
+    settled = [n for n in notices if n.family == SETTLED]
+    if denials:
+        said = "Ordinary denials (policy at work, nothing broken): " + _denials_said(denials)
+        if v.state == CLEAR:
+            v = Verdict(CLEAR, "nothing broken: webhooks denied requests by their own policy", said, False)
+        else:
+            v.explanation += " " + said
+    if settled:
+        said = settled[0].explanation
+        if v.state == CLEAR and not denials:
+            return Verdict(CLEAR, "nothing broken: the apiserver's readiness failed only for a moment at start", said,
+                           False)
         v.explanation += " " + said
     return v
 
@@ -499,6 +680,10 @@ def _family_text(lead: Finding) -> str:
             f"conversion once the backend answers.")
 
 
+def _proof_text(lead: Finding) -> str:
+    return "Proven: " + "; ".join(lead.cycle[1:]) + "." if len(lead.cycle) > 1 else "Proven against the cluster."
+
+
 _FAMILY_RANK = {BOOTSTRAP: 0, SELF_DEPENDENCY: 1, NODE_LEASE: 2, CONVERSION: 3}
 
 
@@ -506,9 +691,19 @@ def _verdict(findings: list[Finding]) -> Verdict:
     fams = sorted((f for f in findings if f.deadlock and f.deadlock != BOOTSTRAP),
                   key=lambda f: (_FAMILY_RANK[f.deadlock], -SEVERITY_RANK[f.severity], -f.count))
     if fams and not any(f.severity == CRITICAL and f.deadlock in (None, BOOTSTRAP) for f in findings):
-        lead = fams[0]
-        state = "degraded" if lead.deadlock == CONVERSION else "deadlocked"
-        return Verdict(state, FAMILY_HEADLINE[lead.deadlock], _family_text(lead), True, lead.deadlock)
+        proven = [f for f in fams if f.proof == PROVEN]
+        lead = proven[0] if proven and proven[0].deadlock != CONVERSION and fams[0].deadlock != CONVERSION else fams[0]
+        if lead.deadlock == CONVERSION:
+            return Verdict(DEGRADED, FAMILY_HEADLINE[lead.deadlock], _family_text(lead), True, lead.deadlock,
+                           lead.cycle, lead.proof, lead.prove)
+        text = _family_text(lead)
+        if lead.proof == PROVEN:
+            return Verdict(DEADLOCKED, FAMILY_HEADLINE[lead.deadlock], text + " " + _proof_text(lead), True,
+                           lead.deadlock, lead.cycle, lead.proof)
+        text += (" The cycle is inferred from the names in the log, not checked against the cluster; to prove "
+                 "or refute it: " + (lead.prove or prove_command(lead)))
+        return Verdict(DEADLOCK_LIKELY, "LIKELY " + FAMILY_HEADLINE[lead.deadlock], text, True, lead.deadlock,
+                       lead.cycle, LIKELY, lead.prove or prove_command(lead))
     crit = [f for f in findings if f.severity == CRITICAL]
     err = [f for f in findings if f.severity == ERROR]
     warn = [f for f in findings if f.severity == WARNING]
@@ -528,7 +723,7 @@ def _verdict(findings: list[Finding]) -> Verdict:
         else:
             headline = "STUCK: the apiserver cannot finish starting"
             text = lead.explanation
-        return Verdict("deadlocked", headline, text, True, lead.deadlock)
+        return Verdict(DEADLOCKED, headline, text, True, lead.deadlock, lead.cycle, lead.proof)
     if err:
         names = sorted({f.webhook for f in err if f.webhook})
         headline = "DEGRADED: requests are failing at admission"
@@ -555,8 +750,8 @@ def build(c: Correlator) -> tuple[list[Finding], Verdict]:
 def build_all(c: Correlator) -> tuple[list[Finding], Verdict, list[Finding]]:
     """Findings (what needs action), the verdict, and notices (ordinary denials: which webhook denied what)."""
     everything = Builder(c).build()
-    notices = [f for f in everything if f.family == "webhook-denied"]
-    found = [f for f in everything if f.family != "webhook-denied"]
+    notices = [f for f in everything if f.family in ("webhook-denied", SETTLED)]
+    found = [f for f in everything if f.family not in ("webhook-denied", SETTLED)]
     for i, f in enumerate(found, 1):
         f.id = f"F{i}"
     for i, f in enumerate(notices, 1):

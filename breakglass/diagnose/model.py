@@ -87,6 +87,12 @@ class Finding:
     deadlock: str | None = None
     requests: list[str] = field(default_factory=list)  # the failing requests the lines show: "pods in kyverno"
     crds: list[str] = field(default_factory=list)  # conversion: the kinds whose conversion webhook fails
+    # The deadlock's cycle, step by step (the blocked write, who needs it, why the webhook needs that, the backend's
+    # state), and how far it is shown: PROVEN_LOG (the apiserver's own lines show it), LIKELY (inferred from names
+    # in the log), PROVEN (checked against the webhook's configuration and its backend), REFUTED (checked: no cycle).
+    cycle: list[str] = field(default_factory=list)
+    proof: str | None = None
+    prove: str | None = None  # the one command that would prove a likely cycle
 
 
 @dataclass
@@ -102,13 +108,22 @@ class RemedyOption:
     family: str | None = None  # set when the option is specific to one deadlock family (conversion: the CRD)
 
 
+PROVEN_LOG, LIKELY, PROVEN, REFUTED = "log", "likely", "proven", "refuted"
+# Verdict states. DEADLOCKED: a cycle shown (by the apiserver's own lines, or checked against the cluster's
+# configuration); DEADLOCK_LIKELY: a cycle the log's names point to, not checked (Verdict.prove says how).
+DEADLOCKED, DEADLOCK_LIKELY, DEGRADED, LEAKING, CLEAR = "deadlocked", "deadlock-likely", "degraded", "leaking", "clear"
+
+
 @dataclass
 class Verdict:
-    state: str  # deadlocked | degraded | leaking | clear
+    state: str  # deadlocked | deadlock-likely | degraded | leaking | clear
     headline: str
     explanation: str
     needs_action: bool
     family: str | None = None  # the deadlock family of the finding that leads the verdict, if any
+    chain: list[str] = field(default_factory=list)  # the lead finding's cycle, step by step
+    proof: str | None = None  # the lead finding's proof (log | likely | proven | refuted)
+    prove: str | None = None  # deadlock-likely: the one command that would prove (or refute) it
 
 
 @dataclass

@@ -89,7 +89,7 @@ class Write:
         ns = ", ".join(self.namespaces).replace(BACKEND, "its backend's namespace")
         return (f"{'/'.join(self.operations)} {self.kind}" + (f" {self.subresource}" if self.subresource else "")
                 + (f" {'/'.join(self.names)}" if self.names and len(self.names) <= 2 else "")
-                + (f" in {ns}" if ns else "") + f" by {self.actor}")
+                + (f" in {ns}" if ns else ""))
 
 
 def _from_bootstrap(k: bootstrap.BootstrapKind, wid: str, ops, breaks: str, severity: str, source: str,
