@@ -74,6 +74,11 @@ def diagnose(
     kubeconfig: KubeconfigOpt = None, context: ContextOpt = None, etcd_endpoints: EtcdEndpointsOpt = None,
     etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None, etcd_key: EtcdKeyOpt = None,
     etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
+    webhooks: Annotated[Optional[str], typer.Option(
+        "--webhooks", metavar="FILE",
+        help="Webhook configurations saved from the cluster (kubectl get validatingwebhookconfigurations,"
+             "mutatingwebhookconfigurations -o yaml, or a backup): place the failing webhooks in them and prove "
+             "or refute each deadlock's cycle without access to the cluster.", show_default=False)] = None,
 ) -> None:
     """Name the admission deadlock in kube-apiserver logs.
 
@@ -93,7 +98,10 @@ def diagnose(
 
     With --etcd-endpoints (or --kubeconfig) each webhook the log names is placed in the
     configuration that defines it, as the cluster holds it, instead of a vendor's naming
-    convention; only those flags make diagnose read the cluster.
+    convention, and each deadlock's cycle is proven or refuted against that configuration
+    and its Service's endpoints (--webhooks FILE: against a saved configuration); only
+    those flags make diagnose read the cluster. A cycle inferred from the log's names
+    alone is reported as deadlock-likely.
 
     Exit code 3 when something needs action, 0 when nothing was found.
     """
@@ -131,6 +139,8 @@ def diagnose(
         finally:
             if progress:
                 print("\r\033[K", end="", file=sys.stderr, flush=True)
+        if webhooks:
+            warnings += _prove_from_file(diag, webhooks)
         if etcd_endpoints or kubeconfig:
             warnings += _place_in_cluster(diag)
         if found:
@@ -156,6 +166,23 @@ def diagnose(
         except BreakglassError as e:
             return [f"could not read the webhook configurations from {source} ({e}): configurations named here "
                     f"come from the log or a vendor's naming convention"]
-        return [f"{n} (read from {source})" for n in cluster.place(diag, inv.configs, source)]
+        notes = cluster.place(diag, inv.configs, source)
+        try:
+            reader = cluster.backend_reader(source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert,
+                                            etcd_key, etcd_prefix, timeout)
+        except BreakglassError as e:
+            notes.append(f"the webhooks' endpoints could not be read ({e}): the log says whether they answer")
+            reader = None
+        notes += cluster.prove(diag, inv.configs, source, reader, inv.namespaces)
+        return [f"{n} (read from {source})" for n in notes]
+
+    def _prove_from_file(diag, path: str) -> list[str]:
+        """The configurations of a saved file: read like `audit -f` (bad input is bad input: nothing is changed)."""
+        from breakglass.diagnose import cluster  # noqa: PLC0415
+        from breakglass.webhooks import sources  # noqa: PLC0415
+
+        inv = sources.load_files([path])
+        notes = cluster.place(diag, inv.configs, "file") + cluster.prove(diag, inv.configs, "file")
+        return inv.warnings + [f"{n} (read from {path})" for n in notes]
 
     _run(output, verbose, body)

@@ -8,8 +8,9 @@ finding records where its configuration came from (``etcd``, ``api``) and who ow
 
 from __future__ import annotations
 
+from breakglass.core.errors import BreakglassError
 from breakglass.diagnose import remedies
-from breakglass.diagnose.model import Diagnosis
+from breakglass.diagnose.model import CONVERSION, NODE_LEASE, PROVEN, REFUTED, Diagnosis
 from breakglass.webhooks import model, resolve
 
 
@@ -38,3 +39,83 @@ def place(diag: Diagnosis, configs: list[model.AdmissionConfig], source: str) ->
                 f"; {f.operator_note}" if f.operator_note else "")
     diag.remedies = remedies.options(diag.findings)
     return notes
+
+
+def _webhook(configs: list[model.AdmissionConfig], configuration: str | None, name: str, kind: str | None):
+    for cfg in configs:
+        if cfg.kind not in (model.VALIDATING, model.MUTATING) or (kind and cfg.kind != kind):
+            continue
+        if configuration and cfg.name != configuration:
+            continue
+        for w in cfg.webhooks:
+            if w.name == name:
+                return cfg, w
+    return None, None
+
+
+def prove(diag: Diagnosis, configs: list[model.AdmissionConfig], source: str, backend_of=None,
+          namespaces: dict[str, dict[str, str]] | None = None) -> list[str]:
+    """Prove or refute each webhook finding's cycle against its configuration (``cycle``), then the verdict again.
+
+    ``backend_of(namespace, name)`` reads a Service's endpoints (webhooks.backend.Backend), None when only a saved
+    file was read: then the backend's state is what the log says. Returns notes for what could not be checked."""
+    from breakglass.diagnose import cycle, findings  # noqa: PLC0415 - findings imports this module's peers
+
+    notes: list[str] = []
+    judged: list = []
+    for f in diag.findings:
+        if not f.webhook or f.mode not in ("closed", "deny") or f.deadlock == CONVERSION:
+            continue
+        cfg, w = _webhook(configs, f.configuration, f.webhook, f.webhook_type)
+        if w is None:
+            cfg, w = _webhook(configs, None, f.webhook, None)
+        if w is None:
+            notes.append(f"{f.id}: webhook {f.webhook} is not in what was read ({source}): its cycle is not checked")
+            continue
+        backend = None
+        if backend_of is not None and w.service:
+            ns, _, name = w.service.partition("/")
+            try:
+                backend = backend_of(ns, name)
+            except BreakglassError as e:
+                notes.append(f"{f.id}: the endpoints of {w.service} could not be read ({e})")
+        j = cycle.judge(f, w, cfg.name, source, backend, namespaces)
+        cycle.apply(f, j)
+        judged.append((f, j))
+    # a lost leader lease is the webhooks' doing where one of them is shown to refuse Leases
+    lease_proven = any(j.proof == PROVEN and j.family == NODE_LEASE for _, j in judged)
+    for f in diag.findings:
+        if f.family == "leader-election-lost" and judged:
+            f.proof = PROVEN if lease_proven else REFUTED
+            f.prove = None
+            if not lease_proven:
+                f.deadlock = None
+                f.cycle = f.cycle[:1] + ["checked: none of the failing webhooks blocks the writes that keep "
+                                         "Leases, Nodes and leaders alive"]
+    diag.verdict = findings.verdict(diag.findings, diag.notices)
+    diag.remedies = remedies.options(diag.findings)
+    return notes
+
+
+def backend_reader(source: str, kubeconfig=None, context=None, etcd_endpoints=None, etcd_cacert=None,
+                   etcd_cert=None, etcd_key=None, etcd_prefix: str = "/registry", timeout=None):
+    """``backend_of(namespace, name)`` reading a Service's endpoints through the API or from etcd."""
+    from breakglass.webhooks import backend  # noqa: PLC0415
+
+    if source == "api":
+        from breakglass.access import kubeapi  # noqa: PLC0415
+
+        api = kubeapi.connect(kubeconfig, context, timeout or 10.0)
+        return lambda ns, name: backend.from_api(api, ns, name)
+
+    def from_etcd(ns: str, name: str):
+        from breakglass.access.etcd import Etcd, EtcdSettings  # noqa: PLC0415
+
+        settings = EtcdSettings.resolve(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, timeout)
+        etcd = Etcd(settings, backend.etcd_prefixes(ns, etcd_prefix))
+        try:
+            return backend.from_etcd(etcd, ns, name, etcd_prefix)
+        finally:
+            etcd.close()
+
+    return from_etcd

@@ -15,7 +15,7 @@ from breakglass.diagnose import causes
 from breakglass.diagnose.correlate import Correlator, LogRecord, _Acc
 from breakglass.diagnose.model import (
     BOOTSTRAP, CLEAR, CONVERSION, CRITICAL, DEADLOCK_LIKELY, DEADLOCKED, DEGRADED, ERROR, INFO, LEAKING, LIKELY,
-    NODE_LEASE, PROVEN, PROVEN_LOG, SELF_DEPENDENCY, SEVERITY_RANK, WARNING, Evidence, Finding, Verdict,
+    NODE_LEASE, PROVEN, PROVEN_LOG, REFUTED, SELF_DEPENDENCY, SEVERITY_RANK, WARNING, Evidence, Finding, Verdict,
 )
 
 LEADER_WINDOW_S = 120.0  # a lost lease this close to webhook failures is blamed on them
@@ -680,8 +680,12 @@ def _family_text(lead: Finding) -> str:
             f"conversion once the backend answers.")
 
 
+def _steps(cycle: list[str]) -> str:
+    return " ".join(f"({i}) {step}." for i, step in enumerate(cycle, 1))
+
+
 def _proof_text(lead: Finding) -> str:
-    return "Proven: " + "; ".join(lead.cycle[1:]) + "." if len(lead.cycle) > 1 else "Proven against the cluster."
+    return "Proven, step by step: " + _steps(lead.cycle) if lead.cycle else "Proven against the cluster."
 
 
 _FAMILY_RANK = {BOOTSTRAP: 0, SELF_DEPENDENCY: 1, NODE_LEASE: 2, CONVERSION: 3}
@@ -700,8 +704,8 @@ def _verdict(findings: list[Finding]) -> Verdict:
         if lead.proof == PROVEN:
             return Verdict(DEADLOCKED, FAMILY_HEADLINE[lead.deadlock], text + " " + _proof_text(lead), True,
                            lead.deadlock, lead.cycle, lead.proof)
-        text += (" The cycle is inferred from the names in the log, not checked against the cluster; to prove "
-                 "or refute it: " + (lead.prove or prove_command(lead)))
+        text += (" The cycle is inferred from the names in the log, not checked against the cluster: "
+                 + _steps(lead.cycle[:-1]) + " To prove or refute it: " + (lead.prove or prove_command(lead)))
         return Verdict(DEADLOCK_LIKELY, "LIKELY " + FAMILY_HEADLINE[lead.deadlock], text, True, lead.deadlock,
                        lead.cycle, LIKELY, lead.prove or prove_command(lead))
     crit = [f for f in findings if f.severity == CRITICAL]
@@ -730,7 +734,11 @@ def _verdict(findings: list[Finding]) -> Verdict:
         text = (f"{'Webhook(s) ' + ', '.join(names) if names else 'Admission'} refuse requests, but nothing in "
                 f"these logs shows the apiserver's own startup blocked. Workloads those webhooks intercept "
                 f"cannot be created or changed until the webhooks answer again.")
-        return Verdict("degraded", headline, text, True)
+        checked = next((f for f in err if f.proof == REFUTED), None)
+        if checked is not None:
+            text += " Checked, not a deadlock: " + _steps(checked.cycle)
+            return Verdict(DEGRADED, headline, text, True, None, checked.cycle, REFUTED)
+        return Verdict(DEGRADED, headline, text, True)
     if warn:
         names = sorted({f.webhook for f in warn if f.webhook})
         return Verdict("leaking", "LEAKING: webhooks failed open and let requests through unchecked",

@@ -179,9 +179,11 @@ WRITES: tuple[Write, ...] = (
           "new or changed CRDs never become Established: operators and CNIs that apply theirs at start wait",
           "high", "staging/src/k8s.io/apiextensions-apiserver/pkg/controller/establish/establishing_controller.go"),
     # -- the kubelet (every node, after every reboot) ----------------------------------------------------------------
+    # tryRegisterWithAPIServer creates the Node on every kubelet start and reads AlreadyExists as registered: a
+    # webhook refusing the CREATE answers before that, so the kubelet retries registration and updates no status.
     Write("kubelet-node-register", KUBELET, "Node", "", "nodes", "", ("CREATE",), (),
-          "a new or rebuilt node cannot register", "high", "pkg/kubelet/kubelet_node_status.go",
-          every_start=False),
+          "a restarted kubelet retries registration forever (its Node CREATE is refused before AlreadyExists) and "
+          "updates no node status; a new or rebuilt node cannot join", "high", "pkg/kubelet/kubelet_node_status.go"),
     Write("kubelet-node-update", KUBELET, "Node", "", "nodes", "", ("UPDATE",), (),
           "the kubelet cannot reconcile its Node's labels and annotations at registration", "medium",
           "pkg/kubelet/kubelet_node_status.go"),
