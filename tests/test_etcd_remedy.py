@@ -19,6 +19,7 @@ from breakglass.flows import recovery
 from breakglass.access.etcd import EtcdSettings
 from breakglass.core.errors import PreconditionFailed
 from breakglass.webhooks import codec, sources
+from tests import backend_seed
 from tests import etcd_server as es
 from tests.conftest import ROOT, run_cli
 from tests.test_codec import KYVERNO
@@ -37,7 +38,7 @@ def _seed(srv, names=NAMES, extra=()):
     c = es.raw_client(srv)
     es.put_many(c, [(sources.etcd_key("validating", n), codec.encode_value(_obj(n))) for n in names]
                 + [(b"/registry/pods/default/p1", b"k8s\x00pod"), (b"/registry/validatingwebhookconfigurations-x", b"x")]
-                + list(extra))
+                + backend_seed.healthy() + list(extra))
     c.close()
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from breakglass.core import journal, outcome, runstates
 
 from breakglass.present import render
+from breakglass.flows import revert_guard
 from breakglass.access.etcd import Etcd, EtcdSettings
 from breakglass.core.errors import BadInput, BreakglassError, Interrupted, PreconditionFailed
 from breakglass.core.journal import Run
@@ -53,9 +54,16 @@ def plan_etcd(target: EtcdTarget, refs: list[str], kinds: list[str] | None = Non
 
 
 def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_path: str | None = None,
-            progress=None, hook=None) -> driver.RunResult:
+            progress=None, hook=None, retry: float = 0.0, on_retry=None) -> driver.RunResult:
+    """Back up, apply and verify ``steps`` in a new run. ``retry``: seconds to wait out a restart gap at each step
+    (flows.retry: reads on any unreachable target, writes only on a refused connection). ``meta["services"]``:
+    the webhooks' Services the diagnosis named, journaled so a revert (even resumed elsewhere) checks them."""
     if snapshot_path and remedy.method != "etcd":
         raise BadInput("--snapshot goes with --method etcd")
+    if retry > 0:
+        from breakglass.flows.retry import Retrying  # noqa: PLC0415
+
+        remedy = Retrying(remedy, retry, on_retry)
     run = Run.create(journal.state_dir(state), "recover", {"method": remedy.method, **meta})
     snap = None
     try:
@@ -217,19 +225,24 @@ def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=
             raise BadInput(f"run {state.run}: its journal's etcd prefix is not a string")
         sources.etcd_prefixes(prefix)  # validates it
         if etcd is None:
-            eps = ",".join(state.target.get("etcd_endpoints") or [])
-            user = state.target.get("etcd_user")  # the run's user; its password is asked for again
-            user = os.environ.get("ETCDCTL_USER") or (user if isinstance(user, str) else None)
-            if state.target.get("etcd_via_ssh"):  # the run's route through SSH, with today's SSH options
-                from breakglass.access import etcd_ssh  # noqa: PLC0415
-
-                etcd = EtcdTarget(etcd_ssh.reopen(state.target, ssh, user), prefix)
-            else:
-                etcd = EtcdTarget(EtcdSettings.resolve(eps or None, user=user), prefix)
+            etcd = _run_etcd_target(state, ssh)
         else:
             etcd = EtcdTarget(etcd.settings, prefix)
         return EtcdDelete(etcd.connect(), prefix=prefix)
     raise BadInput(f"run {state.run}: method {state.method!r} cannot be reverted by this version")
+
+
+def _run_etcd_target(state: driver.RunState, ssh=None) -> EtcdTarget:
+    """etcd as the run reached it (its endpoints, its user, its route through SSH), with today's SSH options."""
+    prefix = state.target.get("etcd_prefix") or sources.DEFAULT_ETCD_PREFIX
+    eps = ",".join(state.target.get("etcd_endpoints") or [])
+    user = state.target.get("etcd_user")  # the run's user; its password is asked for again
+    user = os.environ.get("ETCDCTL_USER") or (user if isinstance(user, str) else None)
+    if state.target.get("etcd_via_ssh"):
+        from breakglass.access import etcd_ssh  # noqa: PLC0415
+
+        return EtcdTarget(etcd_ssh.reopen(state.target, ssh, user), prefix)
+    return EtcdTarget(EtcdSettings.resolve(eps or None, user=user), prefix)
 
 
 def latest_unreverted(state: str | None) -> Run:
@@ -244,8 +257,65 @@ def latest_unreverted(state: str | None) -> Run:
                       f"nothing", hint="`breakglass runs` lists them; name one to revert it again")
 
 
+def revert_check(ref: str | None, state: str | None, etcd: EtcdTarget | None = None, ssh=None,
+                 kube=None) -> tuple[str, revert_guard.Verdict]:
+    """(the run's id, whether the webhooks its revert re-arms can answer): what a front end states before it asks."""
+    run = Run.open(ref, state) if ref else latest_unreverted(state)
+    st = driver.replay(run)
+    return run.id, _guard_verdict(run, st, etcd, ssh, kube, None)
+
+
+def _guard_verdict(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, kube, remedy) -> revert_guard.Verdict:
+    """The backends of every webhook the revert re-arms, read through what this revert can reach: the etcd given
+    or the run's own (etcd runs), the API given, the run's own (kubeapi runs), or $KUBECONFIG."""
+    reader_etcd = etcd
+    if reader_etcd is None and st.method == "etcd":
+        own = getattr(remedy, "etcd", None)
+        if own is not None:
+            reader_etcd = EtcdTarget(own.settings, st.target.get("etcd_prefix") or sources.DEFAULT_ETCD_PREFIX)
+        else:
+            try:
+                reader_etcd = _run_etcd_target(st, ssh)
+            except BreakglassError:
+                reader_etcd = None
+    api = getattr(remedy, "api", None) if st.method == "kubeapi" else None
+    kubeconfig, context = kube or (None, None)
+    if api is None and (kubeconfig or os.environ.get("KUBECONFIG") or st.method == "kubeapi"):
+        from breakglass.access import kubeapi  # noqa: PLC0415
+
+        try:
+            api = kubeapi.connect(kubeconfig or st.target.get("kubeconfig"), context or st.target.get("context"),
+                                  5.0)
+        except BreakglassError:
+            api = None
+    hooks = revert_guard.hooks_journaled(run)
+    if st.method in ("etcd", "kubeapi"):
+        hooks += revert_guard.hooks_from_backups(run, st)
+    else:  # the admission-plugin flag: turning the plugins back on re-arms every fail-closed webhook
+        hooks += _cluster_hooks(api, reader_etcd)
+    return revert_guard.check(hooks, reader_etcd, api)
+
+
+def _cluster_hooks(api, etcd: EtcdTarget | None) -> list:
+    try:
+        if api is not None:
+            return revert_guard.hooks_from_cluster(sources.load_api_with(api))
+        if etcd is not None:
+            conn = etcd.connect()
+            try:
+                return revert_guard.hooks_from_cluster(sources.load_etcd(conn, etcd.prefix))
+            finally:
+                conn.close()
+    except BreakglassError:
+        pass
+    return []
+
+
 def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, force: bool = False,
-               dry_run: bool = False, talos=None, ssh=None, kube=None) -> driver.RevertResult:
+               dry_run: bool = False, talos=None, ssh=None, kube=None,
+               override_backend: bool = False) -> driver.RevertResult:
+    """Undo a run. Refused (PreconditionFailed, before anything is journaled or written) while a webhook the revert
+    re-arms has a backend that cannot answer, unless ``force`` or ``override_backend`` (the wizard's typed word)."""
     run = Run.open(ref, state) if ref else latest_unreverted(state)
     st = driver.replay(run)
     if not any(s.backup for s in st.steps):  # stopped before anything was backed up, so before any change
@@ -258,8 +328,20 @@ def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, forc
             return driver.RevertResult(run.id, dry_run, [], "closed")
         return driver.RevertResult(run.id, dry_run, [], "nothing-to-do")
     remedy = remedy_for(st, etcd, talos, ssh, kube)
+    verdict = _guard_verdict(run, st, etcd, ssh, kube, remedy)
+    overridden = force or override_backend
+    if not dry_run:
+        run.append("guard-checked", **verdict.to_json(), overridden=overridden and verdict.state != "ready")
+    if verdict.state == "down" and not overridden:
+        err = PreconditionFailed(f"run {run.id} not reverted yet: {verdict.refusal()}",
+                                 hint=f"start the webhook's backend, then `breakglass revert {run.id}` again "
+                                      f"(--force reverts anyway and re-arms it while it cannot answer)")
+        err.guard = verdict  # type: ignore[attr-defined]
+        raise err
     try:
-        return driver.revert(remedy, run, force=force, dry_run=dry_run)
+        result = driver.revert(remedy, run, force=force, dry_run=dry_run)
+        result.guard = verdict
+        return result
     finally:
         if not dry_run:
             run.write_file("report.md", report(run))
@@ -334,6 +416,26 @@ def applied_by(state: str | None, method: str, refs: list[str]) -> RunSummary | 
     names = {r.rstrip("/").rsplit("/", 1)[-1] for r in refs}
     for summary in reversed(open_runs(state)):
         if summary.method == method and any(n and any(n in step for step in summary.steps) for n in names):
+            return summary
+    return None
+
+
+# what identifies a change in a run's target (describe_target): the same way, on the same nodes, files or objects,
+# disabling the same plugins
+_CHANGE_KEYS = ("hosts", "nodes", "manifest", "config", "plugins", "store", "distro", "local", "refs")
+
+
+def applied_exactly(state: str | None, method: str, target: dict) -> RunSummary | None:
+    """The open run (applied, not reverted) whose change is exactly ``target``'s: what lets an empty plan be called
+    "already in place"; None when no run of breakglass made it."""
+    want = {k: target.get(k) for k in _CHANGE_KEYS if k in target}
+    if not want:
+        return None
+    for summary in reversed(open_runs(state)):
+        if summary.method != method:
+            continue
+        st = driver.replay(Run.open(summary.run, state))
+        if {k: st.target.get(k) for k in want} == want:
             return summary
     return None
 

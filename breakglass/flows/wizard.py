@@ -4,10 +4,15 @@ A thin layer, like the CLI: it asks through the prompts interface and drives the
 (diagnose, planner, recovery, audit). Every change is previewed as its exact diff and confirmed by
 typing the name of what will be deleted or disabled.
 
-It has no dead ends: a bad path or name is asked again with the reason; a way in that does not answer
-says why and goes back to "how can you reach the cluster" with what was typed kept; when no way out can
-be used it shows the manual commands and offers another way in. It starts by offering to finish runs
-that are applied and not reverted.
+It has no dead ends: a bad path or name is asked again with the reason; every step has a way back (``<`` at a
+question, "back" in a list, Enter at the confirmation) with what was typed kept; a way in that does not answer says
+why; a restart gap (connection refused) is waited out, and past its deadline the choice is offered again. It starts
+by offering to finish runs that are applied and not reverted.
+
+It decides nothing the engine does not: which ways out an access can use is the registry's (ways.registry through
+planner.options), "already in place" is a run in the journal (recovery.applied_exactly), and whether a revert is
+safe is the revert guard's (recovery.revert_check / revert_run): the wizard only states it and asks for the typed
+word.
 """
 
 from __future__ import annotations
@@ -19,10 +24,10 @@ from dataclasses import dataclass, field
 
 from breakglass import sandbox
 
-from breakglass.flows import planner, recovery
+from breakglass.flows import planner, recovery, retry
 
 from breakglass.present import render
-from breakglass.core.errors import BadInput, BreakglassError, Declined, Interrupted
+from breakglass.core.errors import BadInput, BreakglassError, Declined, Interrupted, Unreachable
 from breakglass.present.prompts import Choice, Prompter
 from breakglass.text.admission_flags import WEBHOOK_PLUGINS
 
@@ -47,6 +52,15 @@ class Typed:
         return self.values.get(key, default)
 
 
+class _Back(Exception):
+    """The engineer asked to go back one step (a choice, or ``<`` typed at a question)."""
+
+
+BACK = "<"  # typed at any question of a way in: back to the list of ways in
+OVERRIDE_WORD = "re-arm"  # typed to revert while a webhook's backend is down or unchecked
+RETRY_SECONDS = 90.0  # how long a restart gap (connection refused) is waited out while planning or applying
+
+
 def _flow(p: Prompter, state: str | None, timeout: float) -> int:
     p.say("breakglass: let's get the control plane past its admission webhooks. Nothing changes without your "
           "typed confirmation.")
@@ -57,46 +71,111 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
     diag, targets, plugins = _diagnose(p)
     if diag is not None and diag.verdict.state == "leaking" and not _leaks(p):
         return 0
-    # 2. how to reach the cluster, and which way out: back to the way in until one can be used
+    family = diag.verdict.family if diag else None
+    # 2. how to reach the cluster, and which way out; every step has a way back, and nothing typed is lost
     typed = Typed()
+    declined = False
     while True:
-        access = _access(p, state, timeout, typed)
+        try:
+            access = _access(p, state, timeout, typed)
+        except _Back:
+            continue
+        if access is None:
+            raise Declined(("declined at the confirmation; " if declined else "") + "nothing was changed")
         probes = planner.probe(access, timeout)
-        probes.update(access.local_probes())
         for pr in probes.values():
             p.say(f"  {pr.name}: {'reachable' if pr.reachable else 'NOT reachable'}: {pr.detail}")
-        opts = planner.options(probes, have_targets=True, family=diag.verdict.family if diag else None,
-                               distros=access.distros)
-        usable = [o for o in opts if o.available]
-        if not usable:
-            p.say("No way out can be used with this access. By hand, the same ways are:")
+        while True:
+            chosen = _choose_way(p, planner.options(probes, have_targets=True, family=family,
+                                                    distros=access.distros), targets)
+            if chosen is None:
+                break  # back to the ways in, with what was typed
+            method, variant = chosen
+            try:
+                remedy, steps, confirm_word, refs = retry.call(
+                    lambda: _plan(p, method, variant, access, list(targets), plugins, typed),
+                    time.monotonic() + RETRY_SECONDS, p.progress, what="the cluster")
+            except BreakglassError as e:
+                p.say(f"That way out cannot be planned: {e}")
+                if isinstance(e, Unreachable):
+                    p.say("Nothing was changed. Pick it again to retry, pick another way out, or go back to "
+                          "another way in; the manual commands are in the list too.")
+                continue
+            if not steps:
+                if _already_done(p, state, remedy, access):
+                    return 0
+                continue
+            # 3. the exact change
+            p.say(render.plan(steps, remedy.method))
+            for note in getattr(remedy, "notes", []):
+                p.say(f"note: {note}")
+            if not _confirm_typed(p, confirm_word):
+                declined = True
+                p.say("Nothing was changed. Back to the ways out.")
+                continue
+            if hasattr(remedy, "on_wait"):
+                remedy.on_wait = p.progress
+            services = sorted({f.service for f in (diag.findings if diag else []) if f.service}
+                              | {t["service"] for t in targets if t.get("service")})
+            try:
+                res = recovery.execute(remedy, steps, state, {"wizard": True, "method": method, "refs": refs,
+                                                              "services": services},
+                                       retry=RETRY_SECONDS, on_retry=p.progress)
+            except Unreachable as e:
+                p.say(f"The change could not be made: {e}")
+                p.say(f"({e.hint})" if e.hint else "")
+                p.say("Pick the way out again to retry (nothing typed is lost), or another way.")
+                continue
+            return _after_change(p, state, access, remedy, res, diag, targets, services)
+
+
+def _choose_way(p: Prompter, opts, targets: list[dict]):
+    """(way, variant) from the registry's verdicts, or None to go back to the ways in. Unusable ways are shown
+    greyed out with the reason; the manual commands are one choice away."""
+    choices = [Choice(o.method, f"{o.method}{' (' + o.label + ')' if o.label else ''}: {o.summary}",
+                      _short(o.reason) if not o.available else None,
+                      f"Cost: {o.tradeoff}" + (f" Unavailable: {o.reason}" if not o.available else ""))
+               for o in opts]
+    if not any(o.available for o in opts):
+        p.say("No way out can be used with this access: the commands to do it by hand are one choice away, or go "
+              "back to another way in.")
+    choices += [Choice("manual", "show the commands to do it by hand"),
+                Choice("back", "back: another way in (what you typed is kept)")]
+    while True:
+        pick = p.select("Which way out? (least invasive first)", choices)
+        if pick == "back":
+            return None
+        if pick == "manual":
             p.say(_manual(targets))
-            if p.confirm("Try another way in?", True):
-                continue
-            raise Declined("no way out could be used; nothing was changed")
-        method = p.select("Which way out? (least invasive first)",
-                          [Choice(o.method, f"{o.method}: {o.summary}", _short(o.reason) if not o.available else None,
-                                  f"Cost: {o.tradeoff}" + (f" Unavailable: {o.reason}" if not o.available else ""))
-                           for o in opts])
-        try:
-            remedy, steps, confirm_word, refs = _plan(p, method, access, targets, plugins, typed)
-        except BreakglassError as e:
-            p.say(f"That way out cannot be planned: {e}")
-            if p.confirm("Try another way in?", True):
-                continue
-            raise Declined(f"no plan could be made ({e}); nothing was changed") from None
-        break
-    if not steps:
-        p.say("Nothing to change: " + ("; ".join(getattr(remedy, "notes", [])) or "it is already in place."))
-        return 0
-    # 3. the exact change
-    p.say(render.plan(steps, remedy.method))
-    for note in getattr(remedy, "notes", []):
-        p.say(f"note: {note}")
-    _confirm_typed(p, confirm_word)
-    if hasattr(remedy, "on_wait"):
-        remedy.on_wait = p.progress
-    res = recovery.execute(remedy, steps, state, {"wizard": True, "method": method, "refs": refs})
+            continue
+        o = next(o for o in opts if o.method == pick)
+        return o.method, o.variant
+
+
+def _already_done(p: Prompter, state: str | None, remedy, access: planner.Access) -> bool:
+    """An empty plan is "already in place" only when a run in the journal applied exactly this change and the
+    apiserver is ready; anything else says what was found and goes back to the ways out (False)."""
+    done = recovery.applied_exactly(state, remedy.method, remedy.describe_target())
+    found = "; ".join(getattr(remedy, "notes", []) or [])
+    skipped = getattr(remedy, "skipped", None)
+    if skipped:
+        found = (found + "; " if found else "") + f"already disabled on: {', '.join(skipped)}"
+    if done is None:
+        p.say("Nothing to change, and no run of breakglass made this change"
+              + (f": {found}." if found else "."))
+        p.say("Pick another way out, or go back to another way in.")
+        return False
+    p.say(f"Run {done.run} already applied this change ({done.status}, not reverted).")
+    states = _wait_ready(p, access, "now")
+    if states and all(s.ready for s in states):
+        p.say(f"It is in place and the apiserver is ready. `breakglass revert {done.run}` undoes it once the "
+              f"webhook's backend is healthy.")
+        return True
+    p.say("The apiserver is not ready (or was not checked) although that change is in place: pick another way out.")
+    return False
+
+
+def _after_change(p: Prompter, state, access, remedy, res, diag, targets, services) -> int:
     record = recovery.journal.Run.open(res.run, state)
     if diag is not None:
         record.append("findings", verdict=diag.verdict.headline,
@@ -105,18 +184,15 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
     _wait_ready(p, access, "after the change", remedy)
     p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
           "present (kubectl -n NAMESPACE get endpointslices -l kubernetes.io/service-name=SERVICE).")
-    _check_backends(p, access, sorted({f.service for f in (diag.findings if diag else []) if f.service}
-                                      | {t["service"] for t in targets if t.get("service")}))
+    _check_backends(p, access, services)
     # 4. the lasting fix, recorded for the postmortem
     fix = _permanent_fix(targets)
     if fix:
         p.say(fix)
         record.append("permanent-fix", text=fix)
-    # 5. revert
+    # 5. revert, guarded by the engine: a backend that cannot answer is stated, and only a typed word goes on
     p.say("Revert only once the webhook's backend is healthy again.")
-    if p.confirm("Revert the temporary change now?", False):
-        _revert(p, res.run, state, access)
-    else:
+    if not (p.confirm("Revert the temporary change now?", False) and _revert(p, res.run, state, access)):
         p.say(f"When the webhook is healthy: breakglass revert {res.run}")
     record.write_file("report.md", recovery.report(record))
     p.say(f"Report for the postmortem: {record.path}/report.md")
@@ -135,7 +211,7 @@ def _resume(p: Prompter, state: str | None, timeout: float) -> int | None:
     for step in latest.steps:
         p.say(f"  - {step}")
     what = p.select("What now?", [
-        Choice("revert", "revert it now (the webhook's backend is healthy again)"),
+        Choice("revert", "revert it (its webhooks' backends are checked first)"),
         Choice("report", "write its report for the postmortem, keep the change"),
         Choice("continue", "leave it, and diagnose or recover something else"),
     ])
@@ -151,16 +227,39 @@ def _resume(p: Prompter, state: str | None, timeout: float) -> int | None:
     sb = sandbox.load(sandbox.default_dir(state))
     if sb and sb.apiserver:
         access.readyz_urls = [sb.apiserver["url"]]
-    _revert(p, latest.run, state, access)
+        access.kubeconfig = sb.apiserver.get("kubeconfig")
+    if not _revert(p, latest.run, state, access):
+        p.say(f"The change stays. When the webhook is healthy: breakglass revert {latest.run}")
     return 0
 
 
-def _revert(p: Prompter, run_id: str, state: str | None, access: planner.Access) -> None:
-    rr = recovery.revert_run(run_id, state, access.etcd, talos=access.talos,
-                             kube=(access.kubeconfig, access.context))
+def _revert(p: Prompter, run_id: str, state: str | None, access: planner.Access) -> bool:
+    """Revert ``run_id`` through the engine's guard: the backends of the webhooks it re-arms are read and said;
+    while one is down (or none could be read) it goes on only on the typed word. True when reverted."""
+    kube = (access.kubeconfig, access.context)
+    try:
+        _, verdict = recovery.revert_check(run_id, state, access.etcd, kube=kube)
+    except BreakglassError as e:
+        p.say(f"Cannot check the run before reverting it: {e}")
+        return False
+    for line in verdict.lines():
+        p.say("  " + line)
+    override = False
+    if verdict.state != "ready":
+        risk = (verdict.refusal() if verdict.state == "down" else
+                "breakglass could not read the backend of the webhooks this revert re-arms, so it cannot tell "
+                "whether they can answer")
+        p.say(f"Not safe to revert yet: {risk}. Reverting now can lock the cluster up again.")
+        if not _typed_word(p, OVERRIDE_WORD, f"Type {OVERRIDE_WORD} to revert anyway; Enter alone keeps the "
+                                             f"change (recommended until the backend is ready)."):
+            return False
+        override = True
+    rr = recovery.revert_run(run_id, state, access.etcd, talos=access.talos, kube=kube,
+                             override_backend=override)
     p.say(render.revert_result(rr))
     # the webhook is back in the path: is the apiserver still ready? (k3s/RKE2: asked through the nodes' kubectl)
     _wait_ready(p, access, "after the revert", _node_prober(run_id, state, access))
+    return True
 
 
 def _node_prober(run_id: str, state: str | None, access: planner.Access):
@@ -251,10 +350,15 @@ def _access(p: Prompter, state: str | None, timeout: float, typed: Typed) -> pla
     rehearsal = Choice("sandbox", "REHEARSAL: the local sandbox" + (" (running)" if running else ""),
                        None, "A sandbox on this machine (a real kube-apiserver if you have one): nothing real is "
                              "touched.")
-    choices.append(rehearsal)  # last: two Enters never act on a rehearsal by accident
+    choices.append(rehearsal)  # last but one: two Enters never act on a rehearsal by accident
+    choices.append(Choice("quit", "quit: leave (nothing is changed)"))
     how = p.select("How can you reach the cluster?", choices)
+    if how == "quit":
+        return None
     a = planner.Access()
     typed.values["how"] = how
+    if how != "sandbox":
+        p.say(f"Type {BACK} at any question to come back to this list.")
     if how == "sandbox":
         sb = sandbox.load(d) if running else None
         if sb is None:
@@ -330,8 +434,69 @@ def _access(p: Prompter, state: str | None, timeout: float, typed: Typed) -> pla
         a.manifest = os.path.abspath(os.path.expanduser(_ask(p, typed, "manifest", "kube-apiserver manifest:",
                                                              "/etc/kubernetes/manifests/kube-apiserver.yaml",
                                                              _readable_required)))
-        a.readyz_urls = _optional_url(p, typed, "https://127.0.0.1:6443")
+        a.readyz_urls = _optional_url(p, typed, _manifest_url(a.manifest))
     return a
+
+
+def _manifest_url(path: str) -> str:
+    """The apiserver a kubeadm manifest runs: its --secure-port and --advertise-address (else 127.0.0.1:6443), so
+    the default to watch is what was read, not a guess."""
+    flags = _manifest_flags(path)
+    port = flags.get("secure-port") or "6443"
+    host = flags.get("bind-address") or flags.get("advertise-address") or "127.0.0.1"
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"https://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
+def _manifest_flags(path: str) -> dict[str, str]:
+    """kube-apiserver's flags in a static-pod manifest, as its flag parser reads them (--name=value or --name value;
+    ``_`` in a name is ``-``); empty when the file cannot be read as one."""
+    from breakglass.core import textfile  # noqa: PLC0415
+
+    try:
+        doc = textfile.load_yaml(textfile.read(path, "a kube-apiserver manifest"), path, "a manifest")
+        containers = doc["spec"]["containers"]
+        c = next((c for c in containers if c.get("name") == "kube-apiserver"), containers[0])
+        argv = [str(x) for x in (c.get("command") or []) + (c.get("args") or [])]
+    except (BreakglassError, KeyError, IndexError, TypeError, AttributeError, ValueError):
+        return {}
+    out, i = {}, 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("--"):
+            name, eq, value = a[2:].partition("=")
+            if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                value, i = argv[i + 1], i + 1
+            out[name.replace("_", "-")] = value
+        i += 1
+    return out
+
+
+def _url_problem(text: str) -> str | None:
+    """An apiserver to watch: HOST, HOST:PORT or an http(s) URL; a typo such as htps//host is asked again."""
+    import urllib.parse  # noqa: PLC0415
+
+    t = text.strip()
+    if not t:
+        return None
+    if "://" in t:
+        u = urllib.parse.urlsplit(t)
+        if u.scheme not in ("https", "http"):
+            return f"{u.scheme!r} is not http or https"
+    else:
+        if "/" in t:
+            return f"{t!r} is not a URL or host (write https://HOST:PORT)"
+        u = urllib.parse.urlsplit("https://" + t)
+    try:
+        port = u.port
+    except ValueError:
+        return f"{t!r}: the port is not a number from 1 to 65535"
+    if not u.hostname or any(c in u.hostname for c in " ;$`'\"<>|&"):
+        return f"{t!r}: no host name in it"
+    if port is not None and not 0 < port < 65536:
+        return f"{t!r}: the port is not a number from 1 to 65535"
+    return None
 
 
 def _rehearsal_binary(p: Prompter) -> str:
@@ -348,7 +513,13 @@ def _rehearsal_binary(p: Prompter) -> str:
 
 
 def _ask(p: Prompter, typed: Typed, key: str, message: str, default: str = "", validate=None) -> str:
-    value = p.text(message, typed.get(key, default), validate=validate).strip()
+    """A question of a way in; ``<`` goes back to the list of ways in (what was typed before is kept)."""
+    def check(text: str) -> str | None:
+        return None if text.strip() == BACK or validate is None else validate(text)
+
+    value = p.text(message, typed.get(key, default), validate=check).strip()
+    if value == BACK:
+        raise _Back()
     typed.values[key] = value
     return value
 
@@ -403,7 +574,7 @@ def _port_or_empty(text: str) -> str | None:
 
 def _optional_url(p: Prompter, typed: Typed, default: str = "") -> list[str]:
     p.say("Which apiserver should breakglass watch for /readyz afterwards? A URL or host; Enter alone skips.")
-    url = _ask(p, typed, "readyz", "Apiserver to watch:", default)
+    url = _ask(p, typed, "readyz", "Apiserver to watch:", default, _url_problem)
     return [url] if url else []
 
 
@@ -525,7 +696,9 @@ def _pick_configurations(p: Prompter, a: planner.Access, method: str, targets: l
     return [{"kind": pick.split("/")[0], "configuration": chosen.name, "webhook": w.name} for w in chosen.webhooks]
 
 
-def _plan(p: Prompter, method: str, a: planner.Access, targets: list[dict], plugins: list[str], typed: Typed):
+def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: list[dict], plugins: list[str],
+          typed: Typed):
+    """The way out's plan for this access, through the variant the registry chose for it (ways.registry)."""
     if method in ("etcd", "kubeapi"):
         targets[:] = _pick_configurations(p, a, method, targets)  # the lasting fix names what was chosen
         refs = list(dict.fromkeys(f"{t['kind']}/{t['configuration']}" for t in targets))
@@ -548,13 +721,13 @@ def _plan(p: Prompter, method: str, a: planner.Access, targets: list[dict], plug
             remedy, steps = plan(refs)
         return remedy, steps, ",".join(r.split("/", 1)[-1] for r in refs), refs
     if method == "talos":
-        if a.talos_files:
+        if variant == "file":
             remedy, steps = recovery.plan_talos(recovery.talos_store(files=True), a.talos_files, plugins)
         else:
             remedy, steps = recovery.plan_talos(recovery.talos_store(a.talos), a.talos_nodes, plugins)
         return remedy, steps, ",".join(plugins), []
     if method == "kubeadm":
-        if a.manifest:
+        if variant == "local":
             from breakglass.access.local import LocalNode  # noqa: PLC0415
 
             remedy, steps = recovery.plan_kubeadm({"localhost": LocalNode()}, os.path.abspath(a.manifest), plugins,
@@ -564,34 +737,40 @@ def _plan(p: Prompter, method: str, a: planner.Access, targets: list[dict], plug
                                                   plugins, 180.0)
         return remedy, steps, ",".join(plugins), []
     if method in ("k3s", "rke2"):
+        if not a.ssh_nodes:  # the registry offers k3s/RKE2 only over SSH here; never plan for no node at all
+            raise BadInput(f"{method} needs SSH to its server nodes")
         remedy, steps = recovery.plan_k3s(method, a.ssh_nodes, None, None, plugins, 180.0)
         return remedy, steps, ",".join(plugins), []
     raise BadInput(f"unknown method {method}")
 
 
-def _confirm_typed(p: Prompter, word: str) -> None:
-    """The change goes ahead only on the exact word; a typo is asked again, an empty answer declines."""
+def _typed_word(p: Prompter, word: str, intro: str) -> bool:
+    """True only on the exact word; a typo is asked again; an empty answer is no."""
     def check(text: str) -> str | None:
         if not text.strip() or text.strip() == word:
             return None
-        return f"that is not {word!r}; type it exactly, or press Enter to change nothing"
+        return f"that is not {word!r}; type it exactly, or Enter alone for no"
 
-    p.say(f"Type {word} to apply this change; Enter alone changes nothing.")
-    if p.text(f"Type {word} to apply:", validate=check).strip() != word:
-        raise Declined("declined at the confirmation; nothing was changed")
+    p.say(intro)
+    return p.text(f"Type {word}:", validate=check).strip() == word
+
+
+def _confirm_typed(p: Prompter, word: str) -> bool:
+    """The change goes ahead only on the exact word; Enter alone changes nothing (back to the ways out)."""
+    return _typed_word(p, word, f"Type {word} to apply this change; Enter alone changes nothing and goes back to "
+                                f"the ways out.")
 
 
 # -- 4. afterwards ---------------------------------------------------------------------------------------
 
-def _wait_ready(p: Prompter, a: planner.Access, when: str, remedy=None) -> None:
+def _wait_ready(p: Prompter, a: planner.Access, when: str, remedy=None) -> list:
     """/readyz on every apiserver this access names, with a spinner and the time left; through each node's own
     admin kubeconfig when the remedy can (k3s and RKE2 answer an anonymous /readyz with 401 only)."""
     from breakglass.access import readyz  # noqa: PLC0415
 
     probes = remedy.readiness_probes() if hasattr(remedy, "readiness_probes") else []
     if probes:
-        _show_readiness(p, when, lambda tick: readyz.wait_for(probes, WAIT_SECONDS, on_tick=tick))
-        return
+        return _show_readiness(p, when, lambda tick: readyz.wait_for(probes, WAIT_SECONDS, on_tick=tick))
     urls = [readyz.url_for(u) for u in a.readyz_urls]
     if not urls and a.kubeconfig:
         try:
@@ -602,23 +781,29 @@ def _wait_ready(p: Prompter, a: planner.Access, when: str, remedy=None) -> None:
             urls = []
     if not urls:
         p.say(f"No apiserver address to check /readyz {when}; check it yourself: kubectl get --raw='/readyz?verbose'")
-        return
-    _show_readiness(p, when, lambda tick: readyz.wait(urls, WAIT_SECONDS, on_tick=tick))
+        return []
+    return _show_readiness(p, when, lambda tick: readyz.wait(urls, WAIT_SECONDS, on_tick=tick))
 
 
-def _show_readiness(p: Prompter, when: str, wait) -> None:
-    """Run ``wait(on_tick)`` with a countdown, then say each apiserver's state."""
+def _show_readiness(p: Prompter, when: str, wait) -> list:
+    """Run ``wait(on_tick)`` with a countdown, then say each apiserver's state. Ctrl-C stops the wait only: the
+    flow goes on to its next question (a second Ctrl-C there leaves)."""
     from breakglass.access import readyz  # noqa: PLC0415
 
-    p.say(f"Waiting for /readyz {when} (up to {WAIT_SECONDS / 60:.0f} minutes; Ctrl-C stops waiting, not the "
-          f"change)…")
+    p.say(f"Waiting for /readyz {when} (up to {WAIT_SECONDS / 60:.0f} minutes). Ctrl-C stops waiting and goes on "
+          f"to the next question; the change stays.")
     deadline = time.monotonic() + WAIT_SECONDS
-    states = wait(lambda st: p.progress(f"{max(0, int(deadline - time.monotonic()))}s left: "
-                                        f"{readyz.waiting_text(st)}"))
+    try:
+        states = wait(lambda st: p.progress(f"{max(0, int(deadline - time.monotonic()))}s left: "
+                                            f"{readyz.waiting_text(st)}"))
+    except KeyboardInterrupt:
+        p.say(f"Stopped waiting for /readyz {when}; the change stays. Going on (Ctrl-C again leaves).")
+        return []
     for s in states:
         status = "ready" if s.ready else ("serving" if s.ready is None else "NOT READY")
         hooks = f"; post-start hooks still failing: {', '.join(s.failing_hooks)}" if s.failing_hooks else ""
         p.say(f"  {s.url}: {status}{hooks}")
+    return states
 
 
 def _leaks(p: Prompter) -> bool:
