@@ -168,7 +168,7 @@ WRITES: tuple[Write, ...] = (
           "high", "pkg/controlplane/reconcilers/endpointsadapter.go", names=("kubernetes",)),
     Write("apiserver-apiservices", APISERVER, "APIService", "apiregistration.k8s.io", "apiservices", "", _CU, (),
           "kube-apiserver never becomes ready: autoregister-completion waits for the APIService of every built-in "
-          "group version (new ones are written after an upgrade)", "critical",
+          "group version; written when missing or changed (a new cluster, an upgrade's new group versions)", "high",
           "staging/src/k8s.io/kube-aggregator/pkg/controllers/autoregister/autoregister_controller.go",
           readiness="autoregister-completion", every_start=False),
     Write("apiserver-apiservices-status", APISERVER, "APIService", "apiregistration.k8s.io", "apiservices", "status",

@@ -331,7 +331,7 @@ def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target, namespaces=None)
                 names = list(dict.fromkeys(k.kind for k in new))
                 expl += (f" {', '.join(names)} {'is' if len(names) == 1 else 'are'} new at start from "
                          f"Kubernetes 1.33: wildcard rules that were harmless before start matching on upgrade.")
-            add("bootstrap-intercept", "critical" if every else "high",
+            add("bootstrap-intercept", _worst(ready),
                 f'webhook "{w.name}" can deadlock the apiserver at start', expl, [h.write.kind for h in hits],
                 _fix_writes(cfg, w, hits))
         rest = [h for h in hits if h not in ready and h.write.id != "kcm-backend-pods"]
