@@ -411,11 +411,16 @@ def open_runs(state: str | None) -> list[RunSummary]:
 
 
 def applied_by(state: str | None, method: str, refs: list[str]) -> RunSummary | None:
-    """The open run of ``method`` that already changed one of ``refs`` (NAME, kind/NAME or an etcd key), so
-    a second `recover` of the same thing says so instead of failing on what the first one removed."""
-    names = {r.rstrip("/").rsplit("/", 1)[-1] for r in refs}
+    """The open run of ``method`` that already changed exactly one of ``refs`` (NAME, kind/NAME or an etcd key:
+    the object its step targets, by its whole name), so a second `recover` of the same thing says so instead of
+    failing on what the first one removed."""
+    names = {r.rstrip("/").rsplit("/", 1)[-1] for r in refs if not r.startswith("webhook:")}
     for summary in reversed(open_runs(state)):
-        if summary.method == method and any(n and any(n in step for step in summary.steps) for n in names):
+        if summary.method != method:
+            continue
+        st = driver.replay(Run.open(summary.run, state))
+        changed = {s.step.target.rstrip("/").rsplit("/", 1)[-1] for s in _still_changed(st)}
+        if names & changed:
             return summary
     return None
 
