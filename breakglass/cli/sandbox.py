@@ -78,9 +78,14 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
 
         say = (lambda m: print(f"sandbox: {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() or \
             output is Output.text else (lambda _m: None)
+        if not sandbox_dir:
+            # the state directory is refused as `recover` refuses it: another user's, a link, a file
+            from breakglass.core.journal import _mkdir_private, state_dir as resolve  # noqa: PLC0415
+
+            _mkdir_private(resolve(state_dir))
         sb = sandbox.up(sandbox_dir or sandbox.default_dir(state_dir), apiserver=apiserver,
                         scenario=scenario.value, say=say, node=node.value)
-        st = sandbox.status(sb.dir)
+        st = {**sandbox.status(sb.dir), "reused": sb.reused}
         _show(output, "Sandbox", st, lambda: _render_sandbox(st))
         return 0
 
@@ -169,9 +174,17 @@ def _existing_dir_or_none(d: str) -> str:
 
 def _render_sandbox(st: dict) -> str:
     """One fact a line, labels first, so an 80-column terminal wraps only long paths."""
+    if st.get("untrusted"):
+        return f"sandbox not trusted, so not looked at: {st['untrusted']}"
     if not st.get("running"):
-        return f"sandbox not running ({st['dir']})"
-    out = [f"sandbox running in {st['dir']}"]
+        left = st.get("processes") or []
+        if not left:
+            return f"sandbox not running ({st['dir']})"
+        return "\n".join([f"sandbox not running ({st['dir']}), but processes it started still run:",
+                          *(f"  {p['what']} (pid {p['pid']})" for p in left),
+                          f"  `breakglass sandbox down --dir {st['dir']}` stops them"])
+    # `up` over a running sandbox has said on stderr that it reuses it, and how to get a fresh one
+    out = [f"sandbox running in {st['dir']}{' (it was already: reused as it is)' if st.get('reused') else ''}"]
     api = st.get("apiserver")
     if api:
         out += [f"REHEARSAL: kube-apiserver {api['version']}, scenario {api['scenario']}, {api['node']} node",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 
 from breakglass.core import journal
 from breakglass.core.errors import BadInput, Unreachable
+from breakglass.sandbox import lock, procs, trust
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the checkout, for the example files
@@ -71,6 +71,7 @@ class Sandbox:
     pid: int
     files: dict
     apiserver: dict | None = None
+    reused: bool = False  # `up` found it running and gave it back rather than a fresh one
 
     def flags(self) -> str:
         return f"--etcd-endpoints {self.endpoint}"
@@ -131,15 +132,9 @@ def wait_listening(proc: subprocess.Popen, port: int, seconds: float) -> str | N
 MARKER = ".breakglass-sandbox"
 
 
-def _alive(pid: int, directory: str) -> bool:
-    """The sandbox's etcd still runs: the pid exists and is an etcd on this sandbox's data
-    directory, so a recycled pid never gets signalled."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
-    except OSError:
-        return False
-    return _data_dir(directory).encode() in argv
+def _running(directory: str) -> procs.Record | None:
+    """The sandbox's etcd, while it runs: its record, checked against /proc (a recycled pid is not it)."""
+    return procs.find(directory, "etcd")
 
 
 def _data_dir(directory: str) -> str:
@@ -161,7 +156,19 @@ def _refuse_foreign(directory: str) -> None:
                        hint="choose an empty or new directory with --dir")
 
 
+def _trusted(directory: str) -> str | None:
+    """None when only we can have written the sandbox directory; else why not (what it says is not believed:
+    no process is signalled, started or reused from it)."""
+    try:
+        trust.own_dir(directory)
+    except BadInput as e:
+        return str(e)
+    return None
+
+
 def load(directory: str) -> Sandbox | None:
+    if _trusted(directory) is not None:
+        return None
     try:
         with open(os.path.join(directory, "sandbox.json"), encoding="utf-8") as f:
             d = json.load(f)
@@ -179,12 +186,22 @@ def _save(sb: Sandbox) -> None:
     write_private(os.path.join(sb.dir, "sandbox.json"), json.dumps(state, indent=2).encode())
 
 
+PROCESS_NAMES = {"etcd": "etcd", "apiserver-boot": "kube-apiserver (first boot)", "kubelet": "kubelet stand-in",
+                 "apiserver": "kube-apiserver", "backend": "webhook backend"}
+
+
 def status(directory: str) -> dict:
+    untrusted = _trusted(directory) if os.path.lexists(directory) else None
+    if untrusted:
+        return {"running": False, "dir": directory, "untrusted": untrusted, "processes": []}
+    processes = [{"name": r.name, "what": PROCESS_NAMES.get(r.name, r.name), "pid": r.pid}
+                 for r in procs.live(directory)]
     sb = load(directory)
+    etcd = _running(directory)
     if sb is None:
-        return {"running": False, "dir": directory}
-    out = {"running": _alive(sb.pid, directory), "dir": directory, "endpoint": sb.endpoint, "pid": sb.pid,
-           "files": sb.files, "flags": sb.flags()}
+        return {"running": False, "dir": directory, "processes": processes}
+    out = {"running": etcd is not None, "dir": directory, "endpoint": sb.endpoint, "pid": sb.pid,
+           "files": sb.files, "flags": sb.flags(), "processes": processes}
     if sb.apiserver:
         from breakglass.sandbox import controlplane  # noqa: PLC0415
 
@@ -192,51 +209,90 @@ def status(directory: str) -> dict:
                                             "node_config", "manifest", "webhook_url") if k in sb.apiserver}
         api.update(controlplane.readiness(sb.apiserver, directory) if out["running"] else
                    {"ready": False, "status": None, "failing": [], "pid": None})
-        api["backend_running"] = controlplane.running(sb.apiserver.get("backend_pid"), os.path.join(directory, "pki"))
+        api["backend_running"] = procs.find(directory, "backend") is not None
         out["apiserver"] = api
     return out
 
 
 def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = None, scenario: str = "deadlock",
        say=lambda _m: None, node: str = "kubeadm") -> Sandbox:
-    existing = load(directory)
-    if existing and _alive(existing.pid, directory):
-        have = existing.apiserver or {}
-        wanted = {"binary": os.path.abspath(apiserver), "scenario": scenario, "node": node} if apiserver else {}
-        if any(have.get(k) != v for k, v in wanted.items()):
-            what = (f"kube-apiserver {have['version']} ({have['scenario']}, {have['node']} node)" if have
-                    else "etcd only")
-            raise BadInput(f"a sandbox already runs in {directory} ({what}), not the one asked for",
-                           hint="`breakglass sandbox down` first, or --dir for another one")
-        return existing  # idempotent: the same sandbox, asked for again
-    if apiserver is not None:
-        from breakglass.sandbox.apiserver import version  # noqa: PLC0415
+    """Start the sandbox in ``directory``, or give back the one running there (``reused``). One ``up`` or
+    ``down`` at a time holds the directory; an interrupt (Ctrl-C, SIGTERM, SIGHUP) stops what was started."""
+    directory = os.path.abspath(directory)
+    _refuse_foreign(directory)
+    trust.ancestors(directory, missing_ok=True)
+    with lock.held(directory, create=True, say=say):
+        trust.own_dir(directory)
+        _refuse_foreign(directory)
+        existing = load(directory)
+        if existing and _running(directory):
+            _same_or_refuse(existing, directory, apiserver, scenario, node)
+            existing.reused = True
+            say(f"reusing the sandbox already running in {directory}; for a fresh one (a new deadlock): "
+                f"`breakglass sandbox down{_dir_flag(directory)}` first")
+            return existing
+        etcd = _pin_etcd(etcd_binary)
+        api = trust.pin(apiserver, "--apiserver") if apiserver is not None else None
+        if api is not None:
+            from breakglass.sandbox.apiserver import version  # noqa: PLC0415
 
-        version(apiserver)  # a wrong path is one line before anything starts
+            version(api.path)  # a wrong path is one line before anything starts
+        try:
+            return _start(directory, etcd, api, scenario, say, node)
+        except BaseException:
+            procs.stop(directory)  # an interrupt or a failure leaves no process behind
+            raise
+
+
+def _dir_flag(directory: str) -> str:
+    return "" if directory == os.path.abspath(default_dir()) else f" --dir {directory}"
+
+
+def _same_or_refuse(existing: Sandbox, directory: str, apiserver: str | None, scenario: str, node: str) -> None:
+    have = existing.apiserver or {}
+    wanted = {"binary": os.path.realpath(apiserver), "scenario": scenario, "node": node} if apiserver else {}
+    if any(have.get(k) != v for k, v in wanted.items()):
+        what = (f"kube-apiserver {have['version']} ({have['scenario']}, {have['node']} node)" if have
+                else "etcd only")
+        raise BadInput(f"a sandbox already runs in {directory} ({what}), not the one asked for",
+                       hint="`breakglass sandbox down` first, or --dir for another one")
+
+
+def _pin_etcd(etcd_binary: str | None) -> trust.Pinned:
     binary = etcd_binary or shutil.which("etcd") or "/usr/bin/etcd"
     if not os.path.exists(binary):
         raise BadInput("etcd is not installed (Debian: apt-get install etcd-server; `make demo` installs it)")
-    _refuse_foreign(directory)
+    return trust.pin(binary)
+
+
+def _empty(directory: str) -> None:
+    """Remove what a previous sandbox left, keeping the directory itself (its lock is held)."""
+    for entry in os.scandir(directory):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+def _start(directory: str, etcd: trust.Pinned, api: trust.Pinned | None, scenario: str, say, node: str) -> Sandbox:
+    if procs.stop(directory):
+        say("stopped what an interrupted sandbox left running")
     try:
-        shutil.rmtree(directory, ignore_errors=True)
-        os.makedirs(directory, mode=0o700)
+        _empty(directory)
+        os.chmod(directory, 0o700)
         open(os.path.join(directory, MARKER), "w").close()
     except OSError as e:
         raise BadInput(f"{directory}: {(e.strerror or str(e)).lower()}") from None
-    proc, endpoint = _start_etcd(binary, directory)
+    proc, endpoint = _start_etcd(etcd.verify(), directory)
     files = _files(directory)
     sb = Sandbox(directory, endpoint, proc.pid, files)
-    _save(sb)
-    if apiserver is None:
+    if api is None:
         _seed(sb)
+        _save(sb)  # only a sandbox that is all up is described (and reused): an interrupted one is started afresh
         return sb
     from breakglass.sandbox import controlplane  # noqa: PLC0415
 
-    try:
-        sb.apiserver = controlplane.start(directory, endpoint, apiserver, scenario, free_port, say, node)
-    except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise
+    sb.apiserver = controlplane.start(directory, endpoint, api, scenario, free_port, say, node)
     sb.files.update(apiserver_log=sb.apiserver["log"], audit_log=sb.apiserver["audit_log"],
                     kubeconfig=sb.apiserver["kubeconfig"])
     # the file the running apiserver obeys replaces the static example of that kind
@@ -254,9 +310,8 @@ def _start_etcd(binary: str, directory: str, attempts: int = 3) -> tuple[subproc
         cport, pport = free_port(), free_port()
         endpoint = f"http://127.0.0.1:{cport}"
         start = os.path.getsize(log_path) if os.path.exists(log_path) else 0
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(etcd_command(binary, "sandbox", _data_dir(directory), endpoint, pport),
-                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = procs.spawn(directory, "etcd", etcd_command(binary, "sandbox", _data_dir(directory), endpoint, pport),
+                           log_path)
         why = wait_listening(proc, cport, 20)
         if why is None:
             # what answered may be the process that took the port, with etcd already gone or about to go
@@ -265,7 +320,7 @@ def _start_etcd(binary: str, directory: str, attempts: int = 3) -> tuple[subproc
                 return proc, endpoint
             why = "exited"
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            proc.kill()
             proc.wait()
         if why == "exited" and attempt + 1 < attempts and _port_taken(log_path, start):
             continue
@@ -320,35 +375,30 @@ def backend(directory: str, start: bool) -> dict:
     """Start or stop the webhook's backend of a sandbox with an apiserver."""
     from breakglass.sandbox import controlplane  # noqa: PLC0415
 
-    sb = load(directory)
-    if sb is None or not sb.apiserver or not _alive(sb.pid, directory):
-        raise BadInput(f"no sandbox with an apiserver runs in {directory}",
-                       hint="breakglass sandbox up --apiserver PATH")
-    if start:
-        controlplane.start_backend(directory, sb.apiserver)
-    else:
-        controlplane.stop_process(sb.apiserver.get("backend_pid"), os.path.join(directory, "pki"))
-        sb.apiserver["backend_pid"] = None
-    _save(sb)
+    directory = os.path.abspath(directory)
+    with lock.held(directory, create=False) as there:
+        sb = load(directory) if there else None
+        if sb is None or not sb.apiserver or not _running(directory):
+            raise BadInput(f"no sandbox with an apiserver runs in {directory}",
+                           hint="breakglass sandbox up --apiserver PATH")
+        if start:
+            controlplane.start_backend(directory, sb.apiserver, detached=True)
+        else:
+            procs.stop(directory, ("backend",))
+            sb.apiserver["backend_pid"] = None
+        _save(sb)
     return {"running": start, "url": sb.apiserver["webhook_url"]}
 
 
 def down(directory: str) -> bool:
+    """Stop every process the sandbox started (found by their records) and remove its directory."""
+    directory = os.path.abspath(directory)
     _refuse_foreign(directory)
-    sb = load(directory)
-    was = False
-    if sb is not None and sb.apiserver:
-        from breakglass.sandbox import controlplane  # noqa: PLC0415
-
-        was = controlplane.stop(directory, sb.apiserver)
-    if sb is not None and _alive(sb.pid, directory):
-        was = True
-        os.killpg(sb.pid, signal.SIGTERM)
-        for _ in range(100):
-            if not _alive(sb.pid, directory):
-                break
-            time.sleep(0.05)
-        else:
-            os.killpg(sb.pid, signal.SIGKILL)
-    shutil.rmtree(directory, ignore_errors=True)
+    with lock.held(directory, create=False) as there:
+        if not there:
+            return False
+        trust.own_dir(directory)  # another user's records are not believed: no pid is signalled from them
+        _refuse_foreign(directory)
+        was = procs.stop(directory)
+        shutil.rmtree(directory, ignore_errors=True)
     return was

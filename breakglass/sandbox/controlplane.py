@@ -10,49 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
 
 import yaml
 
 from breakglass.core.errors import BadInput, BreakglassError, Unreachable
-from breakglass.sandbox import apiserver, pki as pkimod, scenarios
+from breakglass.sandbox import apiserver, pki as pkimod, procs, scenarios, trust
 from breakglass.sandbox.apiserver import Client, Layout
 from breakglass.core.textfile import write_private
-
-
-def _spawn(argv: list[str], log_path: str) -> subprocess.Popen:
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
-
-
-def running(pid: int | None, marker: str) -> bool:
-    """``pid`` is alive and its command line names ``marker`` (a path inside this sandbox), so a recycled
-    pid is never taken for ours."""
-    if not pid:
-        return False
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return marker.encode() in f.read()
-    except OSError:
-        return False
-
-
-def stop_process(pid: int | None, marker: str, group: bool = True, seconds: float = 15) -> bool:
-    if not running(pid, marker):
-        return False
-    try:
-        (os.killpg if group else os.kill)(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and running(pid, marker):
-        time.sleep(0.05)
-    if running(pid, marker):
-        (os.killpg if group else os.kill)(pid, signal.SIGKILL)
-    return True
 
 
 def kubeadm_manifest(command: list[str], ver: str, port: int) -> str:
@@ -90,11 +56,11 @@ def _remove_upgrade_missing(etcd_endpoint: str) -> list[str]:
     return removed
 
 
-def start(directory: str, etcd_endpoint: str, binary: str, scenario: str, free_port, say=lambda _m: None,
+def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: str, free_port, say=lambda _m: None,
           node: str = "kubeadm") -> dict:
-    """Start the control plane of ``scenario`` under ``directory``; returns what sandbox.json records."""
-    binary = os.path.abspath(binary)
-    ver = apiserver.version(binary)
+    """Start the control plane of ``scenario`` under ``directory``; returns what sandbox.json records. The
+    binary was pinned by ``up``: every start of it, here and by the kubelet stand-in, checks it is unchanged."""
+    ver = apiserver.version(binary.verify())
     layout = Layout(directory)
     keys = pkimod.make(layout.pki_dir)
     port, backend_port = free_port(), free_port()
@@ -103,12 +69,12 @@ def start(directory: str, etcd_endpoint: str, binary: str, scenario: str, free_p
     command = apiserver.flags(layout, keys, etcd_endpoint, port)
     client = Client(url, keys)
     info = {"url": url, "kubeconfig": layout.kubeconfig, "log": layout.log, "audit_log": layout.audit_log,
-            "version": ver, "binary": binary, "scenario": scenario, "node": node, "manifest": layout.manifest,
+            "version": ver, "binary": binary.path, "scenario": scenario, "node": node, "manifest": layout.manifest,
             "backend_port": backend_port, "webhook_url": f"https://127.0.0.1:{backend_port}",
             "kubelet_pid": None, "backend_pid": None}
 
     say(f"booting kube-apiserver {ver} once so the bootstrap objects exist")
-    first = _spawn([binary, *command], layout.log)
+    first = procs.spawn(directory, "apiserver-boot", [binary.verify(), *command], layout.log)
     try:
         try:
             apiserver.wait_state(client, "ready", 120, alive=lambda: first.poll() is None)
@@ -123,8 +89,9 @@ def start(directory: str, etcd_endpoint: str, binary: str, scenario: str, free_p
             for path, obj in scenarios.leaked_requests():
                 client.must("POST", path, obj)
     finally:
-        first.terminate()
-        first.wait(30)
+        with procs.interrupts_deferred():
+            first.terminate()
+            first.wait(30)
     if scenario == "deadlock":
         removed = _remove_upgrade_missing(etcd_endpoint)
         info["removed_keys"] = removed
@@ -133,11 +100,13 @@ def start(directory: str, etcd_endpoint: str, binary: str, scenario: str, free_p
         start_backend(directory, info)
 
     node_args = _node_config(layout, node, command, ver, port, info, say)
-    write_private(layout.path("images.json"), json.dumps(images(binary, ver), indent=2).encode())
-    kubelet = _spawn([sys.executable, "-m", "breakglass.sandbox.kubelet", *node_args,
-                      "--binary", binary, "--images", layout.path("images.json"), "--log", layout.log,
-                      "--state", layout.path("kubelet.json")],
-                     layout.path("kubelet.log"))
+    # the images the stand-in may "pull" go on its command line, pinned: never a path read from a file that
+    # someone could have written since
+    pulls = [a for tag, pin in images(binary, ver).items() for a in ("--image", tag, pin.path, pin.sha256)]
+    kubelet = procs.spawn(directory, "kubelet", [*procs.python_module("breakglass.sandbox.kubelet"), "--dir",
+                                                 directory, *node_args, *pulls, "--log", layout.log,
+                                                 "--state", layout.path("kubelet.json")],
+                          layout.path("kubelet.log"))
     info["kubelet_pid"] = kubelet.pid
     say(f"restarting kube-apiserver from the {'static-pod manifest' if node == 'kubeadm' else 'machine config'} "
         f"({'kubelet' if node == 'kubeadm' else 'Talos'} stand-in)")
@@ -150,16 +119,20 @@ def start(directory: str, etcd_endpoint: str, binary: str, scenario: str, free_p
     return info
 
 
-def images(binary: str, ver: str) -> dict[str, str]:
+def images(binary: trust.Pinned, ver: str) -> dict[str, trust.Pinned]:
     """Image tags the kubelet stand-in can "pull": the given binary's version, and every version built beside
-    it in `make kube-apiserver`'s layout (build/kube-apiserver/v<X.Y.Z>/kube-apiserver), for upgrades."""
+    it in `make kube-apiserver`'s layout (build/kube-apiserver/v<X.Y.Z>/kube-apiserver), for upgrades; each
+    pinned now (one another user could change is left out)."""
     out = {ver: binary}
-    parent = os.path.dirname(os.path.dirname(binary))
-    if os.path.basename(os.path.dirname(binary)) == ver:
+    parent = os.path.dirname(os.path.dirname(binary.path))
+    if os.path.basename(os.path.dirname(binary.path)) == ver:
         for name in sorted(os.listdir(parent)):
             candidate = os.path.join(parent, name, "kube-apiserver")
-            if name.startswith("v") and os.access(candidate, os.X_OK):
-                out.setdefault(name, candidate)
+            if name.startswith("v") and name not in out and os.access(candidate, os.X_OK):
+                try:
+                    out[name] = trust.pin(candidate)
+                except BadInput:
+                    continue
     return out
 
 
@@ -173,11 +146,12 @@ def _node_config(layout: Layout, node: str, command: list[str], ver: str, port: 
     machinery, talos_ver = _talos_config(layout, ver, info["url"], say)
     base = layout.path("talos", "apiserver-base-args.json")
     write_private(base, json.dumps(command, indent=2).encode())
-    info.update(node_config=layout.talos_config, talos_version=talos_ver, talos_machinery=machinery)
-    return ["--talos-config", layout.talos_config, "--talos-base", base, "--talos-machinery", machinery]
+    info.update(node_config=layout.talos_config, talos_version=talos_ver, talos_machinery=machinery.path)
+    return ["--talos-config", layout.talos_config, "--talos-base", base, "--talos-machinery", machinery.path,
+            machinery.sha256]
 
 
-def _talos_config(layout: Layout, ver: str, url: str, say) -> tuple[str, str]:
+def _talos_config(layout: Layout, ver: str, url: str, say) -> tuple[trust.Pinned, str]:
     """A control-plane machine config as `talosctl gen config` writes it, from the newest Talos machinery
     built here that accepts this Kubernetes version; the node's version and platform beside it (the files the
     talosctl stand-in in tests/ reads)."""
@@ -189,15 +163,16 @@ def _talos_config(layout: Layout, ver: str, url: str, say) -> tuple[str, str]:
     gen_dir = layout.path("talos", "gen")
     os.makedirs(gen_dir, mode=0o700, exist_ok=True)
     why = ""
-    for machinery in builds:
-        talos_ver = os.path.basename(os.path.dirname(machinery)).lstrip("v")
-        gen = subprocess.run([machinery, "gen", "--cluster-name", "sandbox", "--endpoint", url,
+    for built in builds:
+        machinery = trust.pin(built)
+        talos_ver = os.path.basename(os.path.dirname(machinery.path)).lstrip("v")
+        gen = subprocess.run([machinery.verify(), "gen", "--cluster-name", "sandbox", "--endpoint", url,
                               "--kubernetes-version", ver.lstrip("v"), "--output-dir", gen_dir],
-                             capture_output=True, text=True, timeout=120)
+                             capture_output=True, text=True, timeout=120, cwd=layout.dir)
         cfg = os.path.join(gen_dir, "controlplane.yaml")
         check = gen if gen.returncode else subprocess.run(
-            [machinery, "validate", "--config", cfg, "--mode", "container"], capture_output=True, text=True,
-            timeout=120)
+            [machinery.verify(), "validate", "--config", cfg, "--mode", "container"], capture_output=True, text=True,
+            timeout=120, cwd=layout.dir)
         if check.returncode == 0:
             os.makedirs(os.path.dirname(layout.talos_config), mode=0o700, exist_ok=True)
             with open(cfg, "rb") as f:
@@ -238,14 +213,16 @@ def kubelet_state(directory: str) -> dict:
         return {}
 
 
-def start_backend(directory: str, info: dict) -> int:
+def start_backend(directory: str, info: dict, detached: bool = False) -> int:
     """Start the webhook's backend (it admits everything): the operator's webhook is healthy again."""
     layout = Layout(directory)
-    if running(info.get("backend_pid"), layout.pki_dir):
-        return info["backend_pid"]
+    running = procs.find(directory, "backend")
+    if running:
+        return running.pid
     keys = pkimod.load(layout.pki_dir)
-    proc = _spawn([sys.executable, "-m", "breakglass.sandbox.backend", "--port", str(info["backend_port"]),
-                   "--cert", keys.webhook_cert, "--key", keys.webhook_key], layout.path("backend.log"))
+    proc = procs.spawn(directory, "backend", [*procs.python_module("breakglass.sandbox.backend"), "--port",
+                                              str(info["backend_port"]), "--cert", keys.webhook_cert, "--key",
+                                              keys.webhook_key], layout.path("backend.log"), detached=detached)
     from breakglass.sandbox import wait_listening  # noqa: PLC0415
 
     if wait_listening(proc, int(info["backend_port"]), 15):
@@ -256,10 +233,9 @@ def start_backend(directory: str, info: dict) -> int:
 
 def stop(directory: str, info: dict) -> bool:
     """Stop the kubelet stand-in (which stops the apiserver), any apiserver it left, and the backend."""
-    layout = Layout(directory)
-    was = stop_process(info.get("kubelet_pid"), layout.path("kubelet.json"), seconds=30)
-    was |= stop_process(kubelet_state(directory).get("pid"), layout.audit_log, group=False)
-    stop_process(info.get("backend_pid"), layout.pki_dir)
+    was = procs.stop(directory, ("kubelet", "apiserver", "apiserver-boot"))
+    procs.stop(directory, ("backend",))
+    info["kubelet_pid"] = info["backend_pid"] = None
     return was
 
 
