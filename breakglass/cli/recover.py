@@ -1,13 +1,19 @@
-"""`breakglass recover`, `revert` and `runs`: the reversible changes and their journal."""
+"""`breakglass recover WAY`, `revert` and `runs`: the reversible changes and their journal.
 
-import enum
+`recover` has one subcommand per way out, generated from ``ways.registry`` (``cli/ways.py``). Each way runs in
+kubectl's shape: its options are completed with the registry's defaults (``Options``), checked (``validate_*``)
+and run (``run_*``). `recover --method WAY` is `recover WAY` (an alias, rewritten before parsing); `--plan FILE`
+and `--auto` choose the way, then run that way's same body with the same values.
+"""
+
 import os
 import sys
-from typing import List, Optional
+from typing import Optional
 
 import typer
 from typing_extensions import Annotated
 
+from breakglass.cli import ways as cli_ways
 from breakglass.cli._base import (
     app,
     _confirm,
@@ -19,7 +25,6 @@ from breakglass.cli._base import (
     EtcdEndpointsOpt,
     EtcdKeyOpt,
     EtcdPasswordOpt,
-    EtcdPrefixOpt,
     EtcdUserOpt,
     EtcdViaSshOpt,
     KnownHostsOpt,
@@ -51,389 +56,417 @@ from breakglass.cli._base import (
     YesOpt,
 )
 from breakglass.core.errors import BadInput, ExitCode
+from breakglass.ways import registry
 
 
-class Method(str, enum.Enum):
-    kubeapi = "kubeapi"
-    talos = "talos"
-    kubeadm = "kubeadm"
-    etcd = "etcd"
-    k3s = "k3s"
-    rke2 = "rke2"
+class Options:
+    """One way's options, completed with the registry's defaults: what a `recover WAY` body reads."""
+
+    def __init__(self, way: registry.Way, given: dict) -> None:
+        self.way = way.name
+        for opt in cli_ways.own_options(way):
+            value = given.get(opt.name, opt.default)
+            setattr(self, opt.name, value.value if opt.kind == "choice" and hasattr(value, "value") else value)
+        for name, _, fallback in cli_ways.COMMON:
+            setattr(self, name, given.get(name, fallback))
+
+    def ssh_options(self):
+        return _ssh_options(self.ssh_user, self.ssh_key, self.ssh_port, self.ssh_accept_new, self.ssh_config,
+                            self.known_hosts, self.timeout)
 
 
-class Action(str, enum.Enum):
-    ignore = "ignore"
-    exclude = "exclude"
-    delete = "delete"
+# -- what the ways share: what to act on, the plan, the confirmation, the wait ------------------------------------
+
+def _notes(remedy) -> None:
+    for note in getattr(remedy, "notes", None) or []:  # what the plan could not check, or where it looked
+        print(f"note: {note}", file=sys.stderr)
 
 
-@app.command()
-def recover(
-    method: Annotated[Optional[Method], typer.Option(
-        help="How: kubeapi, talos, kubeadm, k3s, rke2 or etcd (see below). Or a --plan file, or --auto.",
-        show_default=False)] = None,
-    plan: Annotated[Optional[str], typer.Option(
-        help="A plan file (YAML) naming the method, targets and options; flags given here win.",
-        show_default=False)] = None,
-    auto: Annotated[bool, typer.Option(
-        help="Probe what is reachable and take the first viable way out (still needs --yes to change anything).")]
-    = False,
-    webhook_config: Annotated[Optional[List[str]], typer.Option(
-        "--webhook-config", "-w", help="Configuration to act on: NAME, kind/NAME, its etcd key, or webhook:NAME "
-        "(the configuration(s) defining that webhook, read from the cluster). Repeatable.",
-        show_default=False)] = None,
-    kind: Annotated[Optional[List[str]], typer.Option(
-        help="Limit NAME lookups to these kinds: validating, mutating, vap, vapbinding, map, mapbinding.",
-        show_default=False)] = None,
-    snapshot: Annotated[Optional[str], typer.Option(
-        help="First save a full etcd snapshot to this new file (checksummed).", show_default=False)] = None,
-    etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
-    etcd_key: EtcdKeyOpt = None, etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None,
-    etcd_prefix: EtcdPrefixOpt = "/registry", timeout: TimeoutOpt = None,
-    nodes: Annotated[Optional[List[str]], typer.Option(
-        "--nodes", "-n", help="talos: control-plane nodes (every one runs an apiserver), comma-separated.",
-        show_default=False)] = None,
-    plugins: Annotated[Optional[List[str]], typer.Option(
-        help="talos: admission plugins to disable (default: the diagnosis's, else both webhook plugins).",
-        show_default=False)] = None,
-    diagnosis: Annotated[Optional[str], typer.Option(
-        help="`breakglass diagnose -o json` output saved in this file: talos, kubeadm, k3s: its plugins; etcd, "
-             "kubeapi: its culprits (webhooks it did not place are looked up in the cluster).",
-        show_default=False)] = None,
-    config_file: Annotated[Optional[List[str]], typer.Option(
-        help="talos: patch machine-config files (managed as code) instead of live nodes. Repeatable. "
-             "k3s/rke2: edit this config.yaml (and its config.yaml.d/) here, with no restart.",
-        show_default=False)] = None,
-    write_patch: Annotated[Optional[str], typer.Option(
-        help="talos: only write the strategic-merge patch (and FILE.revert.yaml) for your own tooling.",
-        show_default=False)] = None,
-    talosconfig: TalosconfigOpt = None, talos_context: TalosContextOpt = None,
-    talos_endpoints: TalosEndpointsOpt = None, talosctl: TalosctlOpt = "talosctl",
-    wait: Annotated[bool, typer.Option(help="talos: wait for every apiserver's /readyz afterwards.")] = True,
-    wait_timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait for /readyz.")] = 300.0,
-    apiserver: Annotated[Optional[List[str]], typer.Option(
-        help="apiserver URL(s) to wait on (default: https://NODE:6443 for each node).", show_default=False)] = None,
-    ssh: Annotated[Optional[List[str]], typer.Option(
-        "--ssh", help="kubeadm: control-plane hosts to reach over SSH, comma-separated.", show_default=False)] = None,
-    manifest: Annotated[Optional[str], typer.Option(
-        help="kubeadm: edit this local manifest instead (you are on the node).", show_default=False)] = None,
-    manifest_path: Annotated[str, typer.Option(help="kubeadm: the manifest's path on the nodes.")]
-    = "/etc/kubernetes/manifests/kube-apiserver.yaml",
-    verify_timeout: Annotated[float, typer.Option(
-        min=0, help="kubeadm: seconds to wait for a kube-apiserver process with the new flag (0: skip).")] = 180.0,
-    node_backup_dir: Annotated[str, typer.Option(
-        help="kubeadm: where the node keeps its copy of the old manifest (never the manifests directory).")]
-    = "/etc/kubernetes/breakglass-backup",
-    config_path: Annotated[Optional[str], typer.Option(
-        help="k3s/rke2: config.yaml's path on the nodes (default /etc/rancher/k3s|rke2/config.yaml).",
-        show_default=False)] = None,
-    drop_in_dir: Annotated[Optional[str], typer.Option(
-        help="k3s/rke2: the drop-in directory k3s reads (default: the config's path + .d).", show_default=False)]
-    = None,
-    etcd_via_ssh: EtcdViaSshOpt = None,
-    ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
-    ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
-    known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
-    action: Annotated[Action, typer.Option(
-        help="kubeapi: ignore (failurePolicy Ignore), exclude (add the audit's matchConditions) or delete.")]
-    = Action.ignore,
-    webhook: Annotated[Optional[List[str]], typer.Option(
-        help="A webhook's name, as the log says it: the configuration(s) that define it are read from etcd or "
-             "the API (the same as -w webhook:NAME). kubeapi with -w: only these webhooks of the configuration.",
-        show_default=False)] = None,
-    kubeconfig: KubeconfigOpt = None, context: ContextOpt = None,
-    state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
-    output: OutputOpt = Output.text, verbose: VerboseOpt = False,
-) -> None:
-    """Get the control plane past its admission webhooks, reversibly.
+def _refs(o: Options) -> list:
+    """What to act on: -w references, else the --webhook names (webhook:NAME, resolved in the cluster), else the
+    culprits of --diagnosis (the configurations its log named, the webhooks it did not place)."""
+    from breakglass.flows import scripted  # noqa: PLC0415
 
-    --method kubeapi, while any apiserver answers, changes the least through it:
-    --action ignore | exclude | delete, with the resourceVersion read as a precondition.
+    return (list(o.webhook_config or []) or [f"webhook:{w}" for w in _split(o.webhook)]
+            or scripted.targets_from_diagnosis(o.diagnosis))
 
-    --method talos adds disable-admission-plugins to kube-apiserver's extraArgs in the
-    machine config of every control-plane node (-n), in the place the config's era uses,
-    taking the plugins out of enable-admission-plugins too; it dry-runs the patch on every
-    node first, backs up each config, applies with --mode=no-reboot, reads back, then waits
-    for /readyz. --config-file does the same to files in a repository; --write-patch only
-    writes the patch.
 
-    --method kubeadm adds --disable-admission-plugins to each node's static pod manifest
-    over SSH (--ssh HOSTS) or locally (--manifest), backed up outside the manifests
-    directory and written atomically; then waits for kube-apiserver to run with it.
+def _plan_or_done(o: Options, plan):
+    """Plan; a name that is gone because an earlier run (applied, not reverted) removed it is not an error: the
+    change is already in place, as a second `recover --yes` in a script must learn."""
+    from breakglass.core.errors import AlreadyDone  # noqa: PLC0415
+    from breakglass.flows import recovery  # noqa: PLC0415
 
-    --method k3s|rke2 adds a config.yaml.d drop-in of its own (kube-apiserver-arg+:), edits an
-    item that enables the plugins in its own file, restarts k3s or rke2-server over SSH (--ssh
-    HOSTS) and waits for kube-apiserver to run with the flag; --config-file edits a copy here.
+    try:
+        return plan()
+    except BadInput:
+        done = recovery.applied_by(o.state_dir, o.way, _refs(o))
+        if done is None:
+            raise
+        raise AlreadyDone(f"already applied by run {done.run} ({done.status}, not reverted): "
+                          f"{'; '.join(done.steps)}", hint=f"`breakglass revert {done.run}` undoes it") from None
 
-    --method etcd deletes each configuration's exact key
-    (/registry/validatingwebhookconfigurations/NAME) after a backup that is written,
-    fsynced and verified; the delete compares mod_revision with the backed-up version,
-    so nothing that was not backed up is ever deleted.
 
-    Every step is journaled in a run directory; `breakglass revert` undoes it exactly.
+_spun = [0]
+
+
+def _spin_line(text: str) -> None:
+    from breakglass.present.prompts import SPIN  # noqa: PLC0415
+
+    _spun[0] += 1
+    print(f"\r\033[K{SPIN[_spun[0] % 4]} {text}"[:200], end="", file=sys.stderr, flush=True)
+
+
+def _wanted(o: Options) -> list:
+    from breakglass.flows import scripted  # noqa: PLC0415
+    from breakglass.text.admission_flags import WEBHOOK_PLUGINS  # noqa: PLC0415
+
+    return _split(o.plugins) or scripted.plugins_from_diagnosis(o.diagnosis) or list(WEBHOOK_PLUGINS)
+
+
+def _wait_ready(o: Options, hosts: list, probes: list | None = None) -> list:
+    """/readyz on ``hosts`` (anonymous), or through ``probes`` (a node's own kubectl), with a spinner."""
+    from breakglass.access import readyz  # noqa: PLC0415
+
+    probes = probes or [lambda u=readyz.url_for(h): readyz.probe(u) for h in hosts]
+    states = readyz.wait_for(probes, o.wait_timeout, on_tick=_spinner if sys.stderr.isatty() else None)
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr)
+    return states
+
+
+def _carry_out(o: Options, remedy, steps, question: str, meta: dict, wait_hosts=(), snapshot_path=None,
+               ready=None) -> int:
+    """Show the plan; then (unless --dry-run) confirm, execute, wait, and show the result."""
+    from breakglass.flows import recovery  # noqa: PLC0415
+    from breakglass.ways.driver import RunResult  # noqa: PLC0415
+
+    skipped = getattr(remedy, "skipped", None)
+    note = f"\nalready disabled on: {', '.join(skipped)}" if skipped else ""
+    if o.dry_run or not steps:
+        res = RunResult(None, remedy.method, True, [s.to_json() for s in steps], "planned")
+        _show(o.output, "RecoverResult", res,
+              lambda: _render().plan(steps, remedy.method) + note + "\n\ndry run: nothing was changed"
+              if o.dry_run else "nothing to change" + note)
+        return 0
+    if o.output is Output.text:
+        print(_render().plan(steps, remedy.method) + note)
+    _confirm(question, o.yes)
+    progress = _progress_bytes if sys.stderr.isatty() and snapshot_path else None
+    res = recovery.execute(remedy, steps, o.state_dir, meta, snapshot_path, progress)
+    if progress:
+        print(file=sys.stderr)
+    if getattr(remedy, "on_wait", None):
+        print("\r\033[K", end="", file=sys.stderr, flush=True)  # the kubelet spinner's line
+    wait = getattr(o, "wait", False)
+    res.readiness = ready() if ready else (_wait_ready(o, list(wait_hosts)) if wait and wait_hosts else [])
+    code = int(ExitCode.NOT_VERIFIED) if res.status == "applied-unverified" else 0
+    _show(o.output, "RecoverResult", res, lambda: _render().run_result(res), code)
+    return code
+
+
+def _spinner_on(o: Options, remedy) -> None:
+    if sys.stderr.isatty() and o.output is Output.text:
+        remedy.on_wait = _spin_line
+
+
+# -- the ways out: each checked, then run (its docstring is its `recover WAY --help`) -----------------------------
+
+def run_kubeapi(o: Options) -> int:
+    """While any apiserver answers, this changes the least, through it: --action ignore (failurePolicy Ignore),
+    exclude (the audit's matchConditions) or delete, with the resourceVersion read as a precondition.
+    --webhook alone acts on the configurations defining those webhooks (a webhook's name is what the log says)."""
+    from breakglass.flows import recovery  # noqa: PLC0415
+
+    remedy, steps = _plan_or_done(o, lambda: recovery.plan_kubeapi(
+        o.kubeconfig, o.context, _refs(o), list(o.kind or []) or None, o.action, _split(o.webhook),
+        o.timeout or 10.0, o.yes))
+    _notes(remedy)
+    return _carry_out(o, remedy, steps, f"Apply {len(steps)} change(s) through the API?",
+                      {"refs": _refs(o), "action": o.action},
+                      ready=(lambda: [remedy.api.readyz()]) if o.wait else None)
+
+
+def run_talos(o: Options) -> int:
+    """Adds disable-admission-plugins to kube-apiserver's extraArgs in the machine config of every control-plane
+    node (-n), in the place the config's era uses, taking the plugins out of enable-admission-plugins too; it
+    dry-runs the patch on every node first, backs up each config, applies with --mode=no-reboot, reads back, then
+    waits for /readyz. --config-file does the same to files in a repository; --write-patch only writes the patch."""
+    from breakglass.flows import recovery  # noqa: PLC0415
+
+    files = [os.path.abspath(f) for f in o.config_file or []]  # journaled absolute: revert works from anywhere
+    node_list = files or _split(o.nodes)
+    wanted = _wanted(o)
+    store = recovery.talos_store(_talos(o.talosctl, o.talosconfig, o.talos_context, o.talos_endpoints, o.timeout),
+                                 files=bool(files))
+    remedy, steps = recovery.plan_talos(store, node_list, wanted)
+    if o.write_patch:
+        return _write_talos_patch(o, steps)
+    return _carry_out(o, remedy, steps,
+                      f"Patch {len(steps)} node(s)? Every {', '.join(wanted)} stays off until you revert.",
+                      {"nodes": node_list, "plugins": wanted}, [] if files else (o.apiserver or node_list))
+
+
+def _write_talos_patch(o: Options, steps) -> int:
+    from breakglass.talos import machineconfig as mc  # noqa: PLC0415
+
+    if len({s.data["era"] for s in steps}) > 1:
+        raise BadInput("the nodes use different config eras; write one patch per node")
+    if not steps:
+        raise BadInput("nothing to patch: the plugins are already disabled everywhere")
+    st, path = steps[0], o.write_patch
+    _write_new(path, mc.dump(mc.patch(st.data["era"], st.data["after"])))
+    _write_new(path + ".revert.yaml", mc.dump(mc.patch(st.data["era"], st.data["before"])))
+    _show(o.output, "PatchFiles", {"patch": path, "revert": path + ".revert.yaml"},
+          lambda: f"wrote {path} and {path}.revert.yaml (nothing else changed)")
+    return 0
+
+
+def validate_kubeadm(o: Options) -> None:
+    if o.manifest:
+        return
+    if not _split(o.ssh):
+        raise BadInput("`breakglass recover kubeadm` needs --ssh HOSTS, or --manifest PATH on the node itself")
+    from breakglass.access.ssh import remote_path  # noqa: PLC0415
+
+    remote_path(o.manifest_path, "--manifest-path")  # paths on the nodes: never an option of cat or mv
+    remote_path(o.node_backup_dir, "--node-backup-dir")
+
+
+def run_kubeadm(o: Options) -> int:
+    """Adds --disable-admission-plugins to each node's static pod manifest over SSH (--ssh HOSTS) or locally
+    (--manifest), backed up outside the manifests directory and written atomically; then waits for kube-apiserver
+    to run with it."""
+    from breakglass.flows import recovery  # noqa: PLC0415
+
+    wanted = _wanted(o)
+    if o.manifest:
+        from breakglass.access.local import LocalNode  # noqa: PLC0415
+
+        nodes, path, hosts = {"localhost": LocalNode()}, os.path.abspath(o.manifest), []
+    else:
+        hosts = _split(o.ssh)
+        nodes, path = _ssh_nodes(hosts, o.ssh_options()), o.manifest_path
+    remedy, steps = recovery.plan_kubeadm(nodes, path, wanted, o.verify_timeout, local=bool(o.manifest),
+                                          backup_dir=o.node_backup_dir)
+    _spinner_on(o, remedy)
+    return _carry_out(o, remedy, steps,
+                      f"Edit {len(steps)} manifest(s)? Every {', '.join(wanted)} stays off until you revert.",
+                      {"hosts": hosts or ["localhost"], "plugins": wanted}, o.apiserver or hosts)
+
+
+def validate_k3s(o: Options) -> None:
+    if len(o.config_file or []) > 1:
+        raise BadInput(f"`breakglass recover {o.way}` edits one config file (its drop-ins come with it)")
+    if o.config_file:
+        return
+    if not _split(o.ssh):
+        raise BadInput(f"`breakglass recover {o.way}` needs --ssh HOSTS, or --config-file PATH for a copy here")
+    from breakglass.access.ssh import remote_path  # noqa: PLC0415
+
+    for p, what in ((o.config_path, "--config-path"), (o.drop_in_dir, "--drop-in-dir")):
+        if p:
+            remote_path(p, what)  # paths on the nodes: never an option
+
+
+def run_k3s(o: Options) -> int:
+    """Adds a config.yaml.d drop-in of its own (kube-apiserver-arg+:), edits an item that enables the plugins in
+    its own file, restarts the server over SSH (--ssh HOSTS) and waits for kube-apiserver to run with the flag;
+    --config-file edits a copy here, with no restart."""
+    from breakglass.flows import recovery  # noqa: PLC0415
+
+    wanted = _wanted(o)
+    files = [os.path.abspath(f) for f in o.config_file or []]  # journaled absolute: revert works from anywhere
+    if files:
+        from breakglass.access.local import LocalNode  # noqa: PLC0415
+
+        nodes, hosts, path = {"localhost": LocalNode()}, [], files[0]
+        drop_in = o.drop_in_dir and os.path.abspath(o.drop_in_dir)
+    else:
+        hosts = _split(o.ssh)
+        nodes, path, drop_in = _ssh_nodes(hosts, o.ssh_options()), o.config_path, o.drop_in_dir
+    kubeadm_backup = o.node_backup_dir == "/etc/kubernetes/breakglass-backup"  # the shared default: k3s' own
+    remedy, steps = recovery.plan_k3s(o.way, nodes, path, drop_in, wanted, o.verify_timeout, local=bool(files),
+                                      backup_dir=None if kubeadm_backup else o.node_backup_dir)
+    _notes(remedy)  # what the plan could not check (a node without systemd's unit)
+    _spinner_on(o, remedy)
+    # each node's own admin kubeconfig: k3s and RKE2 answer an anonymous /readyz with 401 only
+    ready = (lambda: _wait_ready(o, [], remedy.readiness_probes())) if not files and not o.apiserver and o.wait \
+        else None
+    question = (f"Change {len(steps)} node(s)' config and restart {remedy.distro.service}? " if not files else
+                f"Edit {path} (no restart)? ") + f"Every {', '.join(wanted)} stays off until you revert."
+    return _carry_out(o, remedy, steps, question, {"hosts": hosts or ["localhost"], "plugins": wanted},
+                      [] if files else (o.apiserver or hosts), ready=ready)
+
+
+def run_etcd(o: Options) -> int:
+    """Deletes each configuration's exact key (/registry/validatingwebhookconfigurations/NAME) after a backup
+    that is written, fsynced and verified; the delete compares mod_revision with the backed-up version, so
+    nothing that was not backed up is ever deleted. --snapshot first saves all of etcd to a new file."""
+    from breakglass.flows import recovery  # noqa: PLC0415
+
+    target = _etcd_target(o.etcd_endpoints, o.etcd_cacert, o.etcd_cert, o.etcd_key, o.etcd_prefix, o.timeout,
+                          o.etcd_via_ssh, o.ssh_options(), o.etcd_user, o.etcd_password)
+    remedy, steps = _plan_or_done(o, lambda: recovery.plan_etcd(target, _refs(o), list(o.kind or []) or None,
+                                                                o.yes))
+    _notes(remedy)
+    return _carry_out(o, remedy, steps, f"Delete {len(steps)} key(s) from etcd?", {"refs": _refs(o)},
+                      snapshot_path=o.snapshot)
+
+
+# way -> (validate, run); rke2 is k3s' body with RKE2's paths and service
+BODIES = {"kubeapi": (None, run_kubeapi), "talos": (None, run_talos), "kubeadm": (validate_kubeadm, run_kubeadm),
+          "k3s": (validate_k3s, run_k3s), "rke2": (validate_k3s, run_k3s), "etcd": (None, run_etcd)}
+
+
+def run_way(name: str, given: dict) -> int:
+    """Complete, validate, run: the one body of `recover WAY`, `--method WAY`, `--plan` and `--auto`."""
+    o = Options(registry.get(name), given)
+    validate, run = BODIES[name]
+    if validate:
+        validate(o)
+    return run(o)
+
+
+# -- the commands --------------------------------------------------------------------------------------------------
+
+recover_app = typer.Typer(cls=cli_ways.RecoverGroup, invoke_without_command=True, rich_markup_mode=None,
+                          pretty_exceptions_enable=False)
+app.add_typer(recover_app, name="recover")
+
+METHOD = registry.Opt("method", "choice", None, "The way out (the same as `recover WAY`).", choices=registry.NAMES)
+SCRIPTED = (registry.Opt("plan", "str", None, "A plan file (YAML) naming the way (method:), targets and options; "
+                                              "flags given here win."),
+            registry.Opt("auto", "bool", False, "Probe what is reachable and take the first usable way out (still "
+                                                "needs --yes to change anything)."))
+
+
+def _way_command(way: registry.Way):
+    def command(ctx: typer.Context, **values) -> None:
+        given, foreign = _with_typed_before_the_way(ctx, values)
+
+        def body() -> int:
+            if foreign:
+                raise BadInput(f"{', '.join(foreign)}: not an option of `breakglass recover {way.name}` (see its "
+                               f"--help)")
+            return run_way(way.name, given)
+
+        _run(given["output"], given["verbose"], body)
+
+    command.__name__ = f"recover_{way.name}"
+    command.__doc__ = cli_ways.help_text(way, BODIES[way.name][1].__doc__)
+    return cli_ways.with_signature(command, cli_ways.signature(cli_ways.own_options(way)))
+
+
+def _with_typed_before_the_way(ctx, values: dict) -> tuple[dict, list]:
+    """`recover -o json etcd ...`: what was typed before the way's name counts as typed after it; an option the
+    way does not take is named, not dropped."""
+    parent = cli_ways.typed(ctx.parent) if ctx.parent is not None else {}
+    mine = cli_ways.typed(ctx)
+    out, foreign = dict(values), []
+    by_name = {o.name: o for o in cli_ways.union_options()}
+    for k, v in parent.items():
+        if k in ("plan", "auto", "method") or k in mine:
+            continue
+        if k in out:
+            out[k] = v
+        else:
+            foreign.append(by_name[k].flag if k in by_name else k)
+    return out, foreign
+
+
+for _way in sorted(registry.WAYS, key=lambda w: w.rank):
+    recover_app.command(name=_way.name, short_help=_way.summary)(_way_command(_way))
+
+
+def recover(ctx: typer.Context, **values) -> None:
+    """Get the control plane past its admission webhooks, reversibly: one way out per subcommand.
+
+    Each way has only its own options and examples: `breakglass recover WAY --help`. --plan FILE names the way
+    and its options in YAML (flags typed here win); --auto probes what the options given reach and takes the
+    first usable way. Every step is journaled; `breakglass revert` undoes it exactly.
 
     Examples:
 
-      breakglass recover --method talos -n 10.0.0.2,10.0.0.3,10.0.0.4 --dry-run
+      \b
+      breakglass recover etcd -w kyverno-resource-validating-webhook-cfg --dry-run
 
-      breakglass recover --method talos --config-file clusters/prod/controlplane.yaml --write-patch bg.yaml
+      \b
+      breakglass recover talos -n 10.0.0.2,10.0.0.3,10.0.0.4 --dry-run
 
-      breakglass recover --method k3s --ssh cp1,cp2,cp3 --dry-run
-
-      breakglass recover --method etcd -w kyverno-resource-validating-webhook-cfg --dry-run
-
-      breakglass recover --method etcd -w validating/kyverno-resource-validating-webhook-cfg \\
-        --etcd-endpoints https://127.0.0.1:2379 --etcd-cacert ca.crt --etcd-cert c.crt --etcd-key c.key
-
+      \b
       breakglass recover --plan examples/plans/etcd.yaml --yes -o json
 
+      \b
       breakglass recover --auto --diagnosis diag.json --etcd-endpoints https://127.0.0.1:2379 --yes
     """
-    given = dict(locals())
-    if plan is not None or auto:
-        _run(output, verbose, lambda: _recover_scripted(given))
+    if ctx.invoked_subcommand is not None:
+        if values["plan"] or values["auto"]:
+            def refuse() -> int:
+                raise BadInput(f"--plan and --auto choose the way themselves: drop `{ctx.invoked_subcommand}` "
+                               f"(or give --method {ctx.invoked_subcommand} to override a plan's)")
+            _run(values["output"], values["verbose"], refuse)
         return
-
-    def body() -> int:
-        from breakglass.flows import recovery  # noqa: PLC0415
-
-        if method is None:
-            raise BadInput("say how: --method kubeapi|talos|kubeadm|k3s|rke2|etcd, a --plan file, or --auto")
-        if snapshot and method is not Method.etcd:  # never silently ignored: the engineer counts on that snapshot
-            raise BadInput(f"--snapshot goes with --method etcd, not {method.value}; nothing was changed")
-
-        if method is Method.talos:
-            return _recover_talos()
-        if method is Method.kubeadm:
-            return _recover_kubeadm()
-        if method in (Method.k3s, Method.rke2):
-            return _recover_k3s()
-        if method is Method.kubeapi:
-            # --webhook alone: the configurations defining those webhooks (a webhook's name is what the log says)
-            remedy, steps = _plan_or_done(lambda: recovery.plan_kubeapi(
-                kubeconfig, context, _refs(), list(kind or []) or None, action.value,
-                _split(webhook), timeout or 10.0, yes))
-            for note in remedy.notes:
-                print(f"note: {note}", file=sys.stderr)
-            return _carry_out(remedy, steps, f"Apply {len(steps)} change(s) through the API?",
-                              {"refs": _refs(), "action": action.value},
-                              ready=(lambda: [remedy.api.readyz()]) if wait else None)
-        ssh_opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
-        target = _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, timeout,
-                              etcd_via_ssh, ssh_opts, etcd_user, etcd_password)
-        remedy, steps = _plan_or_done(lambda: recovery.plan_etcd(target, _refs(), list(kind or []) or None, yes))
-        for note in remedy.notes:
-            print(f"note: {note}", file=sys.stderr)
-        return _carry_out(remedy, steps, f"Delete {len(steps)} key(s) from etcd?",
-                          {"refs": _refs()}, snapshot_path=snapshot)
-
-    def _refs() -> list[str]:
-        """What to act on: -w references, else the --webhook names (webhook:NAME, resolved in the cluster), else
-        the culprits of --diagnosis (the configurations its log named, the webhooks it did not place)."""
-        from breakglass.flows import scripted  # noqa: PLC0415
-
-        return (list(webhook_config or []) or [f"webhook:{w}" for w in _split(webhook)]
-                or scripted.targets_from_diagnosis(diagnosis))
-
-    def _plan_or_done(plan):
-        """Plan; a name that is gone because an earlier run (applied, not reverted) removed it is not an error:
-        the change is already in place, as a second `recover --yes` in a script must learn."""
-        from breakglass.flows import recovery  # noqa: PLC0415
-        from breakglass.core.errors import AlreadyDone  # noqa: PLC0415
-
-        try:
-            return plan()
-        except BadInput:
-            done = recovery.applied_by(state_dir, method.value, _refs())
-            if done is None:
-                raise
-            raise AlreadyDone(f"already applied by run {done.run} ({done.status}, not reverted): "
-                                 f"{'; '.join(done.steps)}", hint=f"`breakglass revert {done.run}` undoes it") from None
-
-    def _spin_line(text: str) -> None:
-        from breakglass.present.prompts import SPIN  # noqa: PLC0415
-
-        _spin_line.n = getattr(_spin_line, "n", 0) + 1
-        print(f"\r\033[K{SPIN[_spin_line.n % 4]} {text}"[:200], end="", file=sys.stderr, flush=True)
-
-    def _wanted() -> list[str]:
-        from breakglass.flows import scripted  # noqa: PLC0415
-        from breakglass.text.admission_flags import WEBHOOK_PLUGINS  # noqa: PLC0415
-
-        return _split(plugins) or scripted.plugins_from_diagnosis(diagnosis) or list(WEBHOOK_PLUGINS)
-
-    def _carry_out(remedy, steps, question: str, meta: dict, wait_hosts=(), snapshot_path=None, ready=None) -> int:
-        """Show the plan; then (unless --dry-run) confirm, execute, wait, and show the result."""
-        from breakglass.flows import recovery  # noqa: PLC0415
-        from breakglass.ways.driver import RunResult  # noqa: PLC0415
-
-        skipped = getattr(remedy, "skipped", None)
-        note = f"\nalready disabled on: {', '.join(skipped)}" if skipped else ""
-        if dry_run or not steps:
-            res = RunResult(None, remedy.method, True, [s.to_json() for s in steps], "planned")
-            _show(output, "RecoverResult", res,
-                  lambda: _render().plan(steps, remedy.method) + note + "\n\ndry run: nothing was changed"
-                  if dry_run else "nothing to change" + note)
-            return 0
-        if output is Output.text:
-            print(_render().plan(steps, remedy.method) + note)
-        _confirm(question, yes)
-        progress = _progress_bytes if sys.stderr.isatty() and snapshot_path else None
-        res = recovery.execute(remedy, steps, state_dir, meta, snapshot_path, progress)
-        if progress:
-            print(file=sys.stderr)
-        if getattr(remedy, "on_wait", None):
-            print("\r\033[K", end="", file=sys.stderr, flush=True)  # the kubelet spinner's line
-        res.readiness = ready() if ready else (_wait_ready(list(wait_hosts)) if wait and wait_hosts else [])
-        code = int(ExitCode.NOT_VERIFIED) if res.status == "applied-unverified" else 0
-        _show(output, "RecoverResult", res, lambda: _render().run_result(res), code)
-        return code
-
-    def _recover_talos() -> int:
-        from breakglass.flows import recovery  # noqa: PLC0415
-
-        files = [os.path.abspath(f) for f in config_file or []]  # journaled absolute: revert works from anywhere
-        node_list = files or _split(nodes)
-        wanted = _wanted()
-        store = recovery.talos_store(_talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout),
-                                     files=bool(files))
-        remedy, steps = recovery.plan_talos(store, node_list, wanted)
-        if write_patch:
-            from breakglass.talos import machineconfig as mc  # noqa: PLC0415
-
-            if len({s.data["era"] for s in steps}) > 1:
-                raise BadInput("the nodes use different config eras; write one patch per node")
-            if not steps:
-                raise BadInput("nothing to patch: the plugins are already disabled everywhere")
-            st = steps[0]
-            _write_new(write_patch, mc.dump(mc.patch(st.data["era"], st.data["after"])))
-            _write_new(write_patch + ".revert.yaml", mc.dump(mc.patch(st.data["era"], st.data["before"])))
-            _show(output, "PatchFiles", {"patch": write_patch, "revert": write_patch + ".revert.yaml"},
-                  lambda: f"wrote {write_patch} and {write_patch}.revert.yaml (nothing else changed)")
-            return 0
-        return _carry_out(remedy, steps,
-                          f"Patch {len(steps)} node(s)? Every {', '.join(wanted)} stays off until you revert.",
-                          {"nodes": node_list, "plugins": wanted}, [] if files else (apiserver or node_list))
-
-    def _wait_ready(hosts: list[str], probes: list | None = None) -> list:
-        """/readyz on ``hosts`` (anonymous), or through ``probes`` (a node's own kubectl), with a spinner."""
-        from breakglass.access import readyz  # noqa: PLC0415
-
-        probes = probes or [lambda u=readyz.url_for(h): readyz.probe(u) for h in hosts]
-        states = readyz.wait_for(probes, wait_timeout, on_tick=_spinner if sys.stderr.isatty() else None)
-        if sys.stderr.isatty():
-            print("\r\033[K", end="", file=sys.stderr)
-        return states
-
-    def _recover_kubeadm() -> int:
-        from breakglass.flows import recovery  # noqa: PLC0415
-
-        wanted = _wanted()
-        if manifest:
-            from breakglass.access.local import LocalNode  # noqa: PLC0415
-
-            nodes, path, hosts = {"localhost": LocalNode()}, os.path.abspath(manifest), []
-        else:
-            hosts = _split(ssh)
-            if not hosts:
-                raise BadInput("--method kubeadm needs --ssh HOSTS, or --manifest PATH on the node itself")
-            from breakglass.access.ssh import remote_path  # noqa: PLC0415
-
-            remote_path(manifest_path, "--manifest-path")  # paths on the nodes: never an option of cat or mv
-            remote_path(node_backup_dir, "--node-backup-dir")
-            opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
-            nodes, path = _ssh_nodes(hosts, opts), manifest_path
-        remedy, steps = recovery.plan_kubeadm(nodes, path, wanted, verify_timeout, local=bool(manifest),
-                                              backup_dir=node_backup_dir)
-        if sys.stderr.isatty() and output is Output.text:
-            remedy.on_wait = _spin_line
-        return _carry_out(remedy, steps,
-                          f"Edit {len(steps)} manifest(s)? Every {', '.join(wanted)} stays off until you revert.",
-                          {"hosts": hosts or ["localhost"], "plugins": wanted}, apiserver or hosts)
-
-    def _recover_k3s() -> int:
-        from breakglass.flows import recovery  # noqa: PLC0415
-        from breakglass.access.ssh import remote_path  # noqa: PLC0415
-
-        wanted = _wanted()
-        files = [os.path.abspath(f) for f in config_file or []]  # journaled absolute: revert works from anywhere
-        if len(files) > 1:
-            raise BadInput(f"--method {method.value} edits one config file (its drop-ins come with it)")
-        if files:
-            from breakglass.access.local import LocalNode  # noqa: PLC0415
-
-            nodes, hosts, path = {"localhost": LocalNode()}, [], files[0]
-        else:
-            hosts = _split(ssh)
-            if not hosts:
-                raise BadInput(f"--method {method.value} needs --ssh HOSTS, or --config-file PATH for a copy here")
-            for p, what in ((config_path, "--config-path"), (drop_in_dir, "--drop-in-dir")):
-                if p:
-                    remote_path(p, what)  # paths on the nodes: never an option
-            opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
-            nodes, path = _ssh_nodes(hosts, opts), config_path
-        kubeadm_backup = node_backup_dir == "/etc/kubernetes/breakglass-backup"
-        remedy, steps = recovery.plan_k3s(method.value, nodes, path, drop_in_dir and os.path.abspath(drop_in_dir)
-                                          if files else drop_in_dir, wanted, verify_timeout, local=bool(files),
-                                          backup_dir=None if kubeadm_backup else node_backup_dir)
-        for note in remedy.notes:  # what the plan could not check (a node without systemd's unit)
-            print(f"note: {note}", file=sys.stderr)
-        if sys.stderr.isatty() and output is Output.text:
-            remedy.on_wait = _spin_line
-        # each node's own admin kubeconfig: k3s and RKE2 answer an anonymous /readyz with 401 only
-        ready = (lambda: _wait_ready([], remedy.readiness_probes())) if not files and not apiserver and wait else None
-        return _carry_out(remedy, steps,
-                          f"Change {len(steps)} node(s)' config and restart {remedy.distro.service}? "
-                          f"Every {', '.join(wanted)} stays off until you revert." if not files else
-                          f"Edit {path} (no restart)? Every {', '.join(wanted)} stays off until you revert.",
-                          {"hosts": hosts or ["localhost"], "plugins": wanted}, [] if files else (apiserver or hosts),
-                          ready=ready)
-
-    _run(output, verbose, body)
+    _run(values["output"], values["verbose"], lambda: _recover_scripted(ctx, values))
 
 
-def _recover_scripted(given: dict) -> int:
-    """--plan and --auto: fill recover's options, then run it as if they had been typed."""
-    import inspect  # noqa: PLC0415
+recover = cli_ways.with_signature(recover, cli_ways.signature(
+    cli_ways.union_options(), hidden=True, first=[cli_ways.parameter(o) for o in SCRIPTED]
+    + [cli_ways.parameter(METHOD, hidden=True)]))
+recover_app.callback()(recover)
 
+
+def _recover_scripted(ctx, values: dict) -> int:
+    """--plan and --auto (or neither: say how): the values of the way they choose, then that way's body."""
     from breakglass.flows import scripted  # noqa: PLC0415
 
-    defaults = {k: p.default for k, p in inspect.signature(recover).parameters.items()}
-    args = {k: v for k, v in given.items() if k not in ("plan", "auto")}
-    if given["plan"]:
-        for k, v in scripted.load_plan(given["plan"], set(args)).items():
-            if args[k] == defaults[k]:  # a flag typed on the command line wins
-                args[k] = v
-    if isinstance(args["method"], str):
-        try:
-            args["method"] = Method(args["method"])
-        except ValueError:
-            raise BadInput(f"unknown method {args['method']!r} (use kubeapi, talos, kubeadm, k3s, rke2 or etcd)") from None
-    if isinstance(args["action"], str):
-        args["action"] = Action(args["action"])
-    if given["auto"]:
-        if not args["webhook_config"]:
-            args["webhook_config"] = scripted.targets_from_diagnosis(args["diagnosis"])
-        opts = _ssh_options(args["ssh_user"], args["ssh_key"], args["ssh_port"], args["ssh_accept_new"],
-                            args["ssh_config"], args["known_hosts"], args["timeout"])
-        access = scripted.access_from(
-            args,
-            lambda: _talos(args["talosctl"], args["talosconfig"], args["talos_context"], args["talos_endpoints"],
-                           args["timeout"]),
-            lambda hosts: _ssh_nodes(hosts, opts),
-            lambda: _etcd_target(args["etcd_endpoints"], args["etcd_cacert"], args["etcd_cert"], args["etcd_key"],
-                                 args["etcd_prefix"], args["timeout"], args["etcd_via_ssh"], opts,
-                                 args["etcd_user"], args["etcd_password"]))
-        args["method"] = Method(scripted.auto_method(access, bool(args["webhook_config"]), family=scripted.
-                                                     family_from_diagnosis(args["diagnosis"])))
-        if args["output"] is Output.text:
-            print(f"--auto: taking {args['method'].value}", file=sys.stderr)
-    try:
-        recover(**args)
-    except typer.Exit as e:
-        return int(e.exit_code or 0)
-    return 0
+    typed = cli_ways.typed(ctx)
+    plan = scripted.load_plan(values["plan"]) if values["plan"] else {}
+    merged = {**values, **plan, **typed}  # a flag typed on the command line wins over the plan
+    method = merged.get("method")
+    if values["auto"]:
+        method = _auto_method(merged)
+        if merged["output"] is Output.text:
+            print(f"--auto: taking {method}", file=sys.stderr)
+    elif method is None:
+        raise BadInput(f"{values['plan']}: names no way out (method: {'|'.join(registry.NAMES)})" if values["plan"]
+                       else f"say how: `breakglass recover WAY` ({', '.join(registry.NAMES)}), a --plan file, "
+                            f"or --auto")
+    else:
+        method = getattr(method, "value", method)
+        if values["plan"]:
+            scripted.check_plan_way(plan, method, values["plan"])
+            foreign = [k for k in typed if k not in ("plan", "method") and not scripted.belongs(k, method)]
+            if foreign:
+                raise BadInput(f"{', '.join(_flag(k) for k in foreign)}: not an option of `breakglass recover "
+                               f"{method}` (the plan's way)")
+    way = registry.get(method)
+    names = {o.name for o in way.options} | set(cli_ways.COMMON_NAMES)
+    return run_way(method, {k: v for k, v in merged.items() if k in names})
+
+
+def _flag(name: str) -> str:
+    return next((o.flag for o in cli_ways.union_options() if o.name == name), "--" + name.replace("_", "-"))
+
+
+def _auto_method(args: dict) -> str:
+    """The first way out that the options given reach (probed), in the order the diagnosis's family calls for."""
+    from breakglass.flows import scripted  # noqa: PLC0415
+
+    if not args["webhook_config"]:
+        args["webhook_config"] = scripted.targets_from_diagnosis(args["diagnosis"])
+    opts = _ssh_options(args["ssh_user"], args["ssh_key"], args["ssh_port"], args["ssh_accept_new"],
+                        args["ssh_config"], args["known_hosts"], args["timeout"])
+    access = scripted.access_from(
+        args,
+        lambda: _talos(args["talosctl"], args["talosconfig"], args["talos_context"], args["talos_endpoints"],
+                       args["timeout"]),
+        lambda hosts: _ssh_nodes(hosts, opts),
+        lambda: _etcd_target(args["etcd_endpoints"], args["etcd_cacert"], args["etcd_cert"], args["etcd_key"],
+                             args["etcd_prefix"], args["timeout"], args["etcd_via_ssh"], opts,
+                             args["etcd_user"], args["etcd_password"]))
+    return scripted.auto_method(access, bool(args["webhook_config"]),
+                                family=scripted.family_from_diagnosis(args["diagnosis"]))
 
 
 @app.command()
@@ -496,8 +529,9 @@ def revert(
             if output is Output.text:
                 print(_render().revert_result(preview, preview=True))
             _confirm(f"Revert run {preview.run}?", yes)
-        res = recovery.revert_run(run, state_dir, target, force=force, dry_run=dry_run, talos=talos, ssh=ssh_opts,
-                                  kube=(kubeconfig, context))
+        # the run the question named, not "the latest" again: another run may have started while it was asked
+        res = recovery.revert_run(run if dry_run else preview.run, state_dir, target, force=force, dry_run=dry_run,
+                                  talos=talos, ssh=ssh_opts, kube=(kubeconfig, context))
         _show(output, "RevertResult", res, lambda: _render().revert_result(res))
         return 0
 

@@ -1,7 +1,7 @@
 """Scripted recovery: plan files and `--auto`, for runbook automation.
 
-A plan file names the method, targets, configurations and options with the same names as
-`breakglass recover`'s flags (underscores or dashes), e.g.::
+A plan file names the way out (``method``), targets, configurations and options with the same names as
+`breakglass recover WAY`'s flags (underscores or dashes), typed by the ways' own option specs (ways.registry), e.g.::
 
     method: etcd
     webhook_config: [validating/kyverno-resource-validating-webhook-cfg]
@@ -16,14 +16,36 @@ from __future__ import annotations
 import os
 
 from breakglass.flows import planner
+from breakglass.ways import registry
 
 from breakglass.core import textfile
 from breakglass.core.errors import BadInput, Unreachable
 
-LISTS = {"webhook_config", "kind", "nodes", "plugins", "config_file", "apiserver", "ssh", "webhook"}
+# what a plan may set besides the ways' own options (ways.registry): the way, and where and whether to act
+PLAN_ONLY = (registry.Opt("method", "choice", None, choices=registry.NAMES),
+             registry.Opt("state_dir", "str", None), registry.Opt("dry_run", "bool", False))
+COMMAND_LINE_ONLY = ("plan", "auto", "yes", "output", "verbose")
 
 
-def load_plan(path: str, allowed: set[str]) -> dict:
+def _option_types() -> dict:
+    """Every option a plan may name, typed by the registry's Opt specs (the first way's spec where ways share
+    one: they agree on the kind)."""
+    out = {o.name: o for o in PLAN_ONLY}
+    for way in registry.WAYS:
+        for opt in way.options:
+            out.setdefault(opt.name, opt)
+    return out
+
+
+def belongs(name: str, way: str) -> bool:
+    """Whether ``name`` is an option of ``way`` (or one every way takes)."""
+    return name in COMMAND_LINE_ONLY or name in ("method", "state_dir", "dry_run") or \
+        any(o.name == name for o in registry.get(way).options)
+
+
+def load_plan(path: str, allowed: set[str] | None = None) -> dict:
+    """A plan file's options, typed as the flags are: YAML's own booleans and numbers only, a list for a
+    repeatable option; an unknown key, or one only the command line sets, is one line of bad input."""
     import yaml  # noqa: PLC0415
 
     text = textfile.read(path, "a YAML plan")
@@ -37,72 +59,51 @@ def load_plan(path: str, allowed: set[str]) -> dict:
     out = {}
     for k, v in doc.items():
         key = str(k).replace("-", "_")
-        if key in ("plan", "auto", "yes", "output", "verbose"):
+        if key in COMMAND_LINE_ONLY:
             raise BadInput(f"{path}: {k} is not set from a plan (pass it on the command line)")
-        if key not in allowed:
+        if key not in types or (allowed is not None and key not in allowed):
             raise BadInput(f"{path}: unknown option {k!r}")
-        if key in types:
-            v = _typed(path, k, v, types[key])
-        elif key in LISTS and isinstance(v, str):
-            v = [v]
-        out[key] = v
+        out[key] = _typed(path, k, v, types[key])
     return out
 
 
-def _option_types() -> dict:
-    """recover's options and their types (bool, int, float, str, an Enum, List[str]; Optional or not)."""
-    import inspect  # noqa: PLC0415
-    import typing  # noqa: PLC0415
-
-    from breakglass.cli.recover import recover  # noqa: PLC0415
-
-    hints = typing.get_type_hints(recover, include_extras=True)
-    out = {}
-    for name in inspect.signature(recover).parameters:
-        t = hints.get(name)
-        if typing.get_origin(t) is typing.Annotated:
-            t = typing.get_args(t)[0]
-        args = typing.get_args(t)
-        optional = typing.get_origin(t) is typing.Union and type(None) in args
-        if optional:
-            t = next(a for a in args if a is not type(None))
-        out[name] = (t, optional)
-    return out
+def check_plan_way(plan: dict, way: str, path: str) -> None:
+    """Every option of the plan is one of its way's: one that is not would be silently ignored otherwise."""
+    foreign = [k for k in plan if not belongs(k, way)]
+    if foreign:
+        raise BadInput(f"{path}: {', '.join(foreign)}: not an option of the way out {way!r} "
+                       f"(`breakglass recover {way} --help` lists them)")
 
 
-def _typed(path: str, k, v, hint):
+def _typed(path: str, k, v, opt: registry.Opt):
     """A plan's value as the flag would give it: YAML's own booleans and numbers only (never the string "false"
     read as true), a list for a repeatable flag; anything else is one line of bad input."""
-    import enum  # noqa: PLC0415
-    import typing  # noqa: PLC0415
-
-    t, optional = hint
     what = f"{path}: {k}"
     number = isinstance(v, (int, float)) and not isinstance(v, bool)
     if v is None:
-        if optional:
+        if opt.default is None and opt.kind != "bool":
             return None
-        raise BadInput(f"{what}: a {'string' if t is str else 'value'}, not empty")
-    if t is bool:
+        raise BadInput(f"{what}: a {'string' if opt.kind == 'str' else 'value'}, not empty")
+    if opt.kind == "bool":
         if isinstance(v, bool):
             return v
         raise BadInput(f"{what}: true or false, not {v!r}")
-    if t is int:
+    if opt.kind == "int":
         if number and float(v).is_integer():
             return int(v)
         raise BadInput(f"{what}: a whole number, not {v!r}")
-    if t is float:
-        if number:
+    if opt.kind == "float":
+        if number and (opt.minimum is None or v >= opt.minimum):
             return float(v)
-        raise BadInput(f"{what}: a number, not {v!r}")
-    if isinstance(t, type) and issubclass(t, enum.Enum):
-        values = [e.value for e in t]
-        if isinstance(v, str) and v in values:
+        raise BadInput(f"{what}: a number{f' of at least {opt.minimum:g}' if opt.minimum is not None else ''}, "
+                       f"not {v!r}")
+    if opt.kind == "choice":
+        if isinstance(v, str) and v in opt.choices:
             return v
         if isinstance(v, str):
-            raise BadInput(f"{path}: unknown {k} {v!r} (use {', '.join(values)})")
-        raise BadInput(f"{what}: one of {', '.join(values)}, not {v!r}")
-    if typing.get_origin(t) in (list, typing.List):
+            raise BadInput(f"{path}: unknown {k} {v!r} (use {', '.join(opt.choices)})")
+        raise BadInput(f"{what}: one of {', '.join(opt.choices)}, not {v!r}")
+    if opt.kind == "list":
         items = [v] if isinstance(v, str) or number else v
         if isinstance(items, list) and all(isinstance(x, str) or (isinstance(x, (int, float))
                                                                   and not isinstance(x, bool)) for x in items):
@@ -113,17 +114,30 @@ def _typed(path: str, k, v, hint):
     raise BadInput(f"{what}: a string, not {v!r}")
 
 
-def _diagnosis_remedies(path: str) -> list[dict]:
+def _diagnosis(path: str) -> dict:
+    """`breakglass diagnose -o json` output, read once; JSON nested too deeply for the parser (100k brackets) is
+    bad input like any other file that is not a diagnosis, not a crash."""
     import json  # noqa: PLC0415
 
+    what = f"{path}: not the JSON output of `breakglass diagnose`"
     try:
         with open(path, encoding="utf-8") as f:
-            remedies = json.load(f)["result"]["remedies"]
-        if not isinstance(remedies, list) or not all(isinstance(r, dict) for r in remedies):
-            raise TypeError("result.remedies is not a list of remedies")
-        return remedies
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise BadInput(f"{path}: not the JSON output of `breakglass diagnose` ({e})") from None
+            doc = json.load(f)
+    except RecursionError:
+        raise BadInput(f"{what} (nested too deeply)") from None
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{what} ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("result"), dict):
+        raise BadInput(f"{what} (no result)")
+    return doc["result"]
+
+
+def _diagnosis_remedies(path: str) -> list[dict]:
+    remedies = _diagnosis(path).get("remedies")
+    if not isinstance(remedies, list) or not all(isinstance(r, dict) for r in remedies):
+        raise BadInput(f"{path}: not the JSON output of `breakglass diagnose` (result.remedies is not a list of "
+                       f"remedies)")
+    return remedies
 
 
 def targets_from_diagnosis(path: str | None) -> list[str]:
@@ -160,14 +174,11 @@ def family_from_diagnosis(path: str | None) -> str | None:
     conversion), which orders the ways out; None without a diagnosis or a family."""
     if not path:
         return None
-    import json  # noqa: PLC0415
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            verdict = json.load(f)["result"]["verdict"]
-        family = verdict.get("family") if isinstance(verdict, dict) else None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise BadInput(f"{path}: not the JSON output of `breakglass diagnose` ({e})") from None
+    result = _diagnosis(path)
+    if "verdict" not in result:
+        raise BadInput(f"{path}: not the JSON output of `breakglass diagnose` (no result.verdict)")
+    verdict = result["verdict"]
+    family = verdict.get("family") if isinstance(verdict, dict) else None
     return family if isinstance(family, str) else None
 
 
