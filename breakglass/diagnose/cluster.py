@@ -64,6 +64,9 @@ def prove(diag: Diagnosis, configs: list[model.AdmissionConfig], source: str, ba
     notes: list[str] = []
     judged: list = []
     for f in diag.findings:
+        if f.deadlock == CONVERSION and f.service and backend_of is not None:
+            _conversion_backend(f, backend_of, notes)
+            continue
         if not f.webhook or f.mode not in ("closed", "deny") or f.deadlock == CONVERSION:
             continue
         cfg, w = _webhook(configs, f.configuration, f.webhook, f.webhook_type)
@@ -95,6 +98,27 @@ def prove(diag: Diagnosis, configs: list[model.AdmissionConfig], source: str, ba
     diag.verdict = findings.verdict(diag.findings, diag.notices)
     diag.remedies = remedies.options(diag.findings)
     return notes
+
+
+def _conversion_backend(f, backend_of, notes: list[str]) -> None:
+    """A conversion webhook's backend as the cluster holds it: down (the outage is shown) or answering again."""
+    ns, _, name = f.service.partition("/")
+    try:
+        b = backend_of(ns, name)
+    except BreakglassError as e:
+        notes.append(f"{f.id}: the endpoints of {f.service} could not be read ({e})")
+        return
+    if b is None:
+        return
+    what = ", ".join(f.crds[:3]) or "the custom resources"
+    f.cycle = [f"the log: the conversion webhook of {what} fails ({f.cause})", b.line()]
+    if b.healthy:
+        f.proof = REFUTED
+        f.cycle.append("its backend answers again: conversions work once the apiserver retries")
+    else:
+        f.proof = PROVEN
+        f.cycle.append("reads and writes of those resources in another version fail until it returns; an operator "
+                       "that lists them to start cannot start")
 
 
 def backend_reader(source: str, kubeconfig=None, context=None, etcd_endpoints=None, etcd_cacert=None,
