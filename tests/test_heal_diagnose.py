@@ -62,10 +62,21 @@ def test_controllers_refused_pods_by_a_webhook_without_endpoints_is_likely_a_sel
     d = diagnose_text(DESCRIBE)
     assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "self-dependency")
     assert any("kcm-backend-pods" in s or "webhook's own pods are not recreated" in s for s in d.verdict.chain)
-    # refused, but not for want of endpoints (its pods may be up): not inferred
-    assert diagnose_text(DESCRIBE.replace('no endpoints available for service "kyverno-svc"',
-                                          "dial tcp 10.96.0.50:443: connect: connection refused")
-                         ).verdict.state == "degraded"
+    # the Service's ClusterIP refusing is kube-proxy's REJECT for a Service without endpoints: the same
+    refused = DESCRIBE.replace('no endpoints available for service "kyverno-svc"',
+                               "dial tcp 10.96.0.50:443: connect: connection refused")
+    assert diagnose_text(refused).verdict.state == "deadlock-likely"
+    # a failure that says nothing about its pods (a certificate), or a webhook called by URL: not inferred
+    tls = DESCRIBE.replace('no endpoints available for service "kyverno-svc"',
+                           "tls: failed to verify certificate: x509: certificate signed by unknown authority")
+    assert diagnose_text(tls).verdict.state == "degraded"
+    by_url = refused.replace("https://kyverno-svc.kyverno.svc:443/validate/fail", "https://10.0.0.7:9443/validate")
+    assert diagnose_text(by_url).verdict.state == "degraded"
+    # a named ReplicaSet of another namespace: the names show whose pods they are, not the webhook's
+    named = ('I0909 17:55:57.241779       1 event.go:278] Event(v1.ObjectReference{Kind:"ReplicaSet", '
+             'Namespace:"default", Name:"gh-app-769cc5b7bb", APIVersion:"apps/v1"}): type: \'Warning\' reason: '
+             '\'FailedCreate\' Error creating: ' + refused.partition("Error creating: ")[2])
+    assert diagnose_text(named).verdict.state == "degraded"
 
 
 def test_a_cni_that_cannot_patch_its_node_is_likely_starvation():

@@ -182,11 +182,13 @@ def fatal_own_start(a: _Acc, service: str | None, webhook: str | None) -> str | 
     return None
 
 
-def controller_pods_without_endpoints(requests: dict[tuple, int], cause) -> str | None:
+def controller_pods_without_endpoints(requests: dict[tuple, int], cause, via_service: bool = False) -> str | None:
     """Controllers (ReplicaSet, DaemonSet, Job) refused pod creation by a webhook that has no endpoints: its own
     backend's replacement pods are created by the same controllers and refused the same way, unless the webhook
     exempts their namespace (which the log cannot show)."""
-    if cause is None or not cause.detail.startswith("no endpoints"):
+    # A Service's ClusterIP refusing the connection is kube-proxy's REJECT rule for a Service without endpoints.
+    if cause is None or not (cause.detail.startswith("no endpoints") or (
+            cause.detail == "connection refused" and via_service)):
         return None
     for (ns, kind, name), _n in requests.items():
         if kind in POD_CREATORS and kind != "Pod" and not ns and not name:
@@ -448,7 +450,7 @@ class Builder:
         elif fam is None and a.kind == "call" and a.mode != "open":
             mine = (self_dependency(requests, ident.get("service"))
                     or fatal_own_start(a, ident.get("service"), a.webhook)
-                    or controller_pods_without_endpoints(requests, a.cause))
+                    or controller_pods_without_endpoints(requests, a.cause, bool(ident.get("service"))))
             if mine:
                 fam, severity = SELF_DEPENDENCY, CRITICAL
                 ns = _exclude_ns(requests, ident.get("service"))
