@@ -149,3 +149,22 @@ def test_apiservices_csinodes_and_kube_system_secrets():
     assert {"CSINode", "Secret", "CustomResourceDefinition"} <= set(flagged)
     [boot] = [f for f in rep.findings if f.rule == "bootstrap-intercept"]
     assert "autoregister-completion" in boot.explanation
+
+
+def test_admission_policies_are_judged_on_the_model_through_their_bindings():
+    pods = {"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                               "resources": ["pods/binding", "nodes/status"]}]}
+    vap = model.from_json({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                           "metadata": {"name": "p"}, "spec": {"failurePolicy": "Fail", "matchConstraints": pods}}, "t")
+
+    def binding(**mr):
+        return model.from_json({"apiVersion": "admissionregistration.k8s.io/v1",
+                                "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "b"},
+                                "spec": {"policyName": "p", "validationActions": ["Deny"], "matchResources": mr}}, "t")
+
+    [f] = audit.audit([vap, binding()]).findings
+    assert (f.rule, f.severity, f.kinds) == ("policy-bootstrap-intercept", "critical", ["Pod"])  # the scheduler
+    # a binding that keeps kube-system out leaves nothing the cluster needs (pods/binding lands there)
+    narrowed = binding(namespaceSelector={"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+                                                                "operator": "NotIn", "values": ["kube-system"]}]})
+    assert audit.audit([vap, narrowed]).findings == []

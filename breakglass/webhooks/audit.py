@@ -395,35 +395,41 @@ def _self_intercept(w: Webhook, ns: str) -> bool:
     return _exempted(pods, w.namespace_selector, w.object_selector, w.match_conditions) is None
 
 
-def _policy_findings(cfg: AdmissionConfig, bindings: list[AdmissionConfig], target) -> list[AuditFinding]:
+def _policy_findings(cfg: AdmissionConfig, bindings: list[AdmissionConfig], target,
+                     namespaces=None) -> list[AuditFinding]:
+    """An admission policy is at risk for every model write its matchConstraints, and some binding's
+    matchResources, would send to it (a policy has no backend: no backend namespace)."""
     if cfg.failure_policy != "Fail":
         return []
     mine = [b for b in bindings if b.policy_name == cfg.name and b.kind == (VAP_BINDING if cfg.kind == VAP else MAP_BINDING)]
     ident = f"{cfg.kind_name}/{cfg.name}"
-    hits = at_risk(cfg.rules, "Equivalent", cfg.namespace_selector, cfg.object_selector, cfg.match_conditions,
-                    target, cfg.exclude_rules)
+    hits = intercept.hits(cfg.rules, "Equivalent", cfg.namespace_selector, cfg.object_selector, cfg.match_conditions,
+                          target, None, namespaces, cfg.exclude_rules)
     if not hits:
         return []
-    kinds = [k for k, _ in hits]
     if not mine:
         return [AuditFinding("", "policy-unbound", "info", ident, None,
                              f"{cfg.kind_name} '{cfg.name}' matches bootstrap objects but has no binding",
                              "It has no effect until bound; a binding would make it a deadlock risk.",
-                             [k.kind for k in kinds], cfg.source)]
-    binding_kinds = []
+                             list(dict.fromkeys(h.write.kind for h in hits)), cfg.source)]
+    bound: list[intercept.Hit] = []
     for b in mine:
-        binding_kinds += [k for k in kinds if not b.rules or any(rule_matches(r, k) for r in b.rules)]
-    if not binding_kinds:
+        rules = b.rules or cfg.rules  # a binding without matchResources rules narrows nothing
+        narrowed = intercept.hits(rules, "Equivalent", b.namespace_selector, b.object_selector, [], target, None,
+                                  namespaces, b.exclude_rules)
+        ids = {h.write.id for h in narrowed}
+        bound += [h for h in hits if h.write.id in ids and h not in bound]
+    if not bound:
         return []
     plugin = "ValidatingAdmissionPolicy" if cfg.kind == VAP else "MutatingAdmissionPolicy"
-    ready = any(k.blocks_readiness and k.every_start for k in binding_kinds)
     return [AuditFinding(
-        "", "policy-bootstrap-intercept", "critical" if ready else "high", ident, None,
-        f"{cfg.kind_name} '{cfg.name}' can refuse objects the apiserver writes at start",
-        f"failurePolicy Fail and its matchConstraints cover {_describe(binding_kinds)}; bound by "
+        "", "policy-bootstrap-intercept", _worst(bound), ident, None,
+        f"{cfg.kind_name} '{cfg.name}' can refuse writes the cluster needs to come back",
+        f"failurePolicy Fail and its matchConstraints cover {_hit_text(bound)}; bound by "
         f"{', '.join(b.name for b in mine)}. A failing or denying expression blocks those writes. Disabling the "
         f"webhook admission plugins does not switch it off: that takes --disable-admission-plugins={plugin} or "
-        f"deleting the binding.", [k.kind for k in binding_kinds], cfg.source, _fix(cfg, None, binding_kinds))]
+        f"deleting the binding.", list(dict.fromkeys(h.write.kind for h in bound)), cfg.source,
+        _fix_writes(cfg, None, bound))]
 
 
 def audit(configs: list[AdmissionConfig], target_version: str | None = None,
@@ -435,7 +441,7 @@ def audit(configs: list[AdmissionConfig], target_version: str | None = None,
     bindings = [c for c in configs if c.kind in (VAP_BINDING, MAP_BINDING)]
     for cfg in configs:
         if cfg.kind in (VAP, MAP):
-            findings += _policy_findings(cfg, bindings, target)
+            findings += _policy_findings(cfg, bindings, target, namespaces)
         for w in cfg.webhooks:
             findings += _webhook_findings(cfg, w, target, namespaces)
     findings.sort(key=lambda f: (-RANK[f.severity], f.configuration, f.webhook or "", f.rule))
