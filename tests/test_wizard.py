@@ -125,6 +125,8 @@ def test_the_real_wizard_in_a_pseudo_terminal(state):
         child.sendline(CFG)
         child.expect("Revert the temporary change now")
         child.send("y")
+        child.expect(f"Type {wizard.OVERRIDE_WORD}")  # the etcd-only sandbox's webhook backend is not running
+        child.sendline(wizard.OVERRIDE_WORD)
         child.expect("Report for the postmortem: (\\S+)/report.md")
         report = child.match.group(1)
         child.expect(pexpect.EOF)
@@ -262,3 +264,24 @@ def test_after_reverting_a_k3s_run_the_wizard_asks_the_nodes_kubectl(tmp_path):
     access.ssh_nodes = {"cp1": object()}
     prober = wizard._node_prober(run_id, state, access)
     assert prober.distro.name == "rke2" and list(prober.nodes) == ["cp1"] and not prober.local
+
+
+DEGRADED = ('W0224 15:32:50.984784       1 dispatcher.go:217] Failed calling webhook, failing closed '
+            'validate.kyverno.svc-fail: failed calling webhook "validate.kyverno.svc-fail": failed to call webhook: '
+            'Post "https://kyverno-svc.kyverno.svc:443/validate/fail?timeout=10s": dial tcp 10.96.12.7:443: connect: '
+            'connection refused\n')
+
+
+@pytest.mark.parametrize("go_on", [False, True])
+def test_a_degraded_cluster_is_sent_to_its_backend_first_with_the_ways_out_one_answer_away(state, tmp_path, go_on):
+    log = tmp_path / "apiserver.log"
+    log.write_text(DEGRADED)
+    p = ScriptedPrompter([str(log), go_on] + (["quit"] if go_on else []))
+    if go_on:
+        with pytest.raises(Declined):
+            wizard.run(p, state)
+    else:
+        assert wizard.run(p, state) == 0
+    text = "\n".join(p.transcript)
+    assert "Fix the backend first" in text and "kubectl -n kyverno get endpointslices" in text
+    assert ("? How can you reach the cluster?" in text) is go_on

@@ -71,6 +71,8 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
     diag, targets, plugins = _diagnose(p)
     if diag is not None and diag.verdict.state == "leaking" and not _leaks(p):
         return 0
+    if diag is not None and diag.verdict.state == "degraded" and not _degraded(p, diag):
+        return 0
     family = diag.verdict.family if diag else None
     # 2. how to reach the cluster, and which way out; every step has a way back, and nothing typed is lost
     typed = Typed()
@@ -744,7 +746,7 @@ def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: li
     raise BadInput(f"unknown method {method}")
 
 
-def _typed_word(p: Prompter, word: str, intro: str) -> bool:
+def _typed_word(p: Prompter, word: str, intro: str, question: str = "") -> bool:
     """True only on the exact word; a typo is asked again; an empty answer is no."""
     def check(text: str) -> str | None:
         if not text.strip() or text.strip() == word:
@@ -752,13 +754,13 @@ def _typed_word(p: Prompter, word: str, intro: str) -> bool:
         return f"that is not {word!r}; type it exactly, or Enter alone for no"
 
     p.say(intro)
-    return p.text(f"Type {word}:", validate=check).strip() == word
+    return p.text(question or f"Type {word}:", validate=check).strip() == word
 
 
 def _confirm_typed(p: Prompter, word: str) -> bool:
     """The change goes ahead only on the exact word; Enter alone changes nothing (back to the ways out)."""
     return _typed_word(p, word, f"Type {word} to apply this change; Enter alone changes nothing and goes back to "
-                                f"the ways out.")
+                                f"the ways out.", f"Type {word} to apply:")
 
 
 # -- 4. afterwards ---------------------------------------------------------------------------------------
@@ -804,6 +806,20 @@ def _show_readiness(p: Prompter, when: str, wait) -> list:
         hooks = f"; post-start hooks still failing: {', '.join(s.failing_hooks)}" if s.failing_hooks else ""
         p.say(f"  {s.url}: {status}{hooks}")
     return states
+
+
+def _degraded(p: Prompter, diag) -> bool:
+    """The webhook is down but blocks nothing the cluster needs to heal: it comes back when its backend does, so
+    the backend is the first thing to fix; the ways out stay one answer away. True to go on to them."""
+    services = sorted({f.service for f in diag.findings if f.service})
+    p.say("Nothing the cluster needs to come back is blocked: this heals once the webhook's backend answers again. "
+          "Fix the backend first:")
+    for svc in services or ["NAMESPACE/SERVICE"]:
+        ns, name = svc.split("/", 1)
+        p.say(f"  $ kubectl -n {ns} get pods; kubectl -n {ns} get endpointslices -l kubernetes.io/service-name={name}")
+    if diag.verdict.prove:
+        p.say(f"To check that no cycle holds the cluster: {diag.verdict.prove}")
+    return p.confirm("Look for a way out anyway?", False)
 
 
 def _leaks(p: Prompter) -> bool:
