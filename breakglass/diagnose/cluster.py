@@ -67,8 +67,8 @@ def prove(diag: Diagnosis, configs: list[model.AdmissionConfig], source: str, ba
         if f.deadlock == CONVERSION and f.service and backend_of is not None:
             _conversion_backend(f, backend_of, notes)
             continue
-        if not f.webhook or f.mode not in ("closed", "deny") or f.deadlock == CONVERSION:
-            continue
+        if not f.webhook or f.mode not in ("closed", "deny") or f.deadlock == CONVERSION or f.bootstrap_deadlock:
+            continue  # a bootstrap deadlock is shown by the apiserver's own lines; a conversion is not admission
         cfg, w = _webhook(configs, f.configuration, f.webhook, f.webhook_type)
         if w is None:
             cfg, w = _webhook(configs, None, f.webhook, None)

@@ -237,8 +237,8 @@ def prove_command(f: Finding) -> str:
 def log_cycle(f: Finding, requests, c: Correlator | None = None) -> None:
     """The cycle as the log shows it, step by step, and how far it is shown."""
     how = "denies" if f.mode == "deny" else f"fails closed ({f.cause})"
-    steps = [f'the log: webhook "{f.webhook}" {how} on ' + (", ".join(f.requests[:3]) or ", ".join(f.blocked[:3])
-                                                           or "the requests it intercepts")]
+    shown = (f.blocked + f.requests) if f.deadlock == BOOTSTRAP else (f.requests or f.blocked)
+    steps = [f'the log: webhook "{f.webhook}" {how} on ' + (", ".join(shown[:3]) or "the requests it intercepts")]
     if f.deadlock == BOOTSTRAP:
         for o in bootstrap.BOOTSTRAP_KINDS:
             if any(str(b).startswith(o.kind) for b in f.blocked) and o.hook in f.hooks:
