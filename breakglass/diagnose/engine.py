@@ -15,7 +15,7 @@ from typing import BinaryIO, Callable, Iterable, Iterator
 from breakglass.diagnose import parallel, signatures
 from breakglass.diagnose.model import EVIDENCE_HEAD, EVIDENCE_TAIL, Diagnosis, ScanStats
 from breakglass.logs import formats, sources
-from breakglass.logs.scanner import Scanner
+from breakglass.logs.scanner import Scanner, cut_warning
 
 
 @dataclass
@@ -69,7 +69,7 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
                     evs = signatures.classify(rec)
                     if evs:
                         yield evs
-            yield parallel.End(n, scanner.lines)
+            yield parallel.End(n, scanner.lines, scanner.cuts, scanner.cut_count)
 
         try:
             split = parallel.plan(src, LOG_SAMPLE)
@@ -84,6 +84,8 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
                 if isinstance(item, parallel.End):
                     candidates += item.candidates
                     lines = item.lines
+                    if item.cut_count:
+                        warnings.append(cut_warning(src.name, item.cuts, item.cut_count))
                 else:
                     corr.feed(item)
             if split is not None:
@@ -129,8 +131,9 @@ def _records(raws) -> Iterable[tuple[bytes, int, int]]:
     candidates. ``formats.continues`` decides, on positive evidence only, as it does inside a candidate.
     """
     pending: tuple[bytes, int, int] | None = None
+    pending_cut = False  # the rest of a line cut at 4 MiB was not read: nothing is known to continue it
     for raw in raws:
-        if pending is not None and raw.line == pending[2] + 1:
+        if pending is not None and raw.line == pending[2] + 1 and not pending_cut:
             last, above = _last_lines(pending[0])
             if formats.continues(last.decode("utf-8", "replace"), _first_line(raw.text).decode("utf-8", "replace"),
                                  above.decode("utf-8", "replace") if above is not None else None):
@@ -138,7 +141,7 @@ def _records(raws) -> Iterable[tuple[bytes, int, int]]:
                 continue
         if pending is not None:
             yield pending
-        pending = (raw.text, raw.line, raw.end_line)
+        pending, pending_cut = (raw.text, raw.line, raw.end_line), raw.cut
     if pending is not None:
         yield pending
 

@@ -11,10 +11,11 @@ their evidence and their order are those of a single pass.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from breakglass.logs import forked, sources, split
+from breakglass.logs.scanner import MAX_CUTS_KEPT
 
 MIN_SIZE = 32 << 20  # below this a fork costs more than it saves (measured: a 1 MB log gains nothing)
 MAX_PARTS = 8
@@ -68,10 +69,12 @@ def plan(src: sources.LogSource, head_size: int) -> Plan | None:
 
 @dataclass
 class End:
-    """The last item of a part: its candidates and lines."""
+    """The last item of a part: its candidates and lines, and the lines cut at scanner.FORCE_CUT."""
 
     candidates: int
     lines: int
+    cuts: list = field(default_factory=list)  # scanner.Cut, the first MAX_CUTS_KEPT
+    cut_count: int = 0
 
 
 def run(p: Plan, scan_part: Callable[[split.RangeReader], Iterator[list | End]], on_chunk: Callable[[int], None],
@@ -96,6 +99,10 @@ def run(p: Plan, scan_part: Callable[[split.RangeReader], Iterator[list | End]],
         for item in forked.ordered(len(p.ranges), produce, meanwhile):
             if isinstance(item, End):
                 total.candidates += item.candidates
+                for cut in item.cuts[:MAX_CUTS_KEPT - len(total.cuts)]:
+                    cut.line += total.lines
+                    total.cuts.append(cut)
+                total.cut_count += item.cut_count
                 total.lines += item.lines
             else:
                 _shift(item, total.lines)

@@ -33,7 +33,7 @@ from breakglass.leaks.model import Leak, LeakReport, Rechecks, TimeRange, admitt
 from breakglass.logs import formats
 from breakglass.logs import sources as logsources
 from breakglass.logs.lines import LineTap
-from breakglass.logs.scanner import Finder, Scanner
+from breakglass.logs.scanner import Finder, Scanner, cut_warning
 
 # Warnings and webhook traces say "webhook"; request-handler trace headers (1.27+) carry "audit-id:".
 _ANCHORS = (b"ebhook",)
@@ -123,6 +123,10 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
                     opens.append(_Open(rec.ts, ev.webhook or "", ev.webhook_type or "validating",
                                        ev.cause.detail if ev.cause else "panic", rec.location, _timed_out(ev),
                                        rec.year_known))
+        if scanner.cut_count:  # as diagnose says it: a fail-open warning past a line's first 4 MiB is not counted
+            import sys  # noqa: PLC0415
+
+            print(f"warning: {cut_warning(src.name, scanner.cuts, scanner.cut_count)}", file=sys.stderr)
     if year is None:
         _year_from_traces(opens, calls, assumed)
     rechecks = Rechecks()

@@ -30,22 +30,48 @@ class Finder:
                     db.compile(expressions=[re.escape(a) for a in self.anchors], ids=list(range(n)),
                                elements=n, flags=[0] * n)
                 self._db = db
+                # what scan raises when a callback stops it (older bindings: their one error class)
+                self._terminated = getattr(hyperscan, "ScanTerminated", hyperscan.error)
                 self.engine = "hyperscan"
             except Exception:  # noqa: BLE001 - any failure (missing wheel, no SSSE3) means: use the fallback
                 if engine == "hyperscan":
                     raise
                 self._db = None
 
-    def find(self, buf: bytes, start: int, end: int) -> list[int]:
+    def holds(self, buf: bytes, start: int, end: int) -> bool:
+        """Whether buf[start:end] holds any anchor: the search stops at the first (a line that repeats one
+        millions of times costs one callback, not millions)."""
+        if self._db is not None:
+            def stop(*_args) -> bool:
+                return True
+
+            with memoryview(buf) as whole, whole[start:end] as region:
+                try:
+                    self._db.scan(region, match_event_handler=stop)
+                except self._terminated:
+                    return True
+            return False
+        return any(buf.find(a, start, end) >= 0 for a in self.anchors)
+
+    def find(self, buf: bytes, start: int, end: int, most: int | None = None) -> list[int] | None:
+        """Sorted offsets of the last byte of every anchor in buf[start:end]; with ``most``, None as soon as there
+        are more than that many (Hyperscan only: the fallback finds at most one of each anchor per line)."""
         if self._db is not None:
             hits: list[int] = []
             add = hits.append
-
-            def on_match(_id, _frm, to, _flags, _ctx):
-                add(start + to - 1)
+            if most is None:
+                def on_match(_id, _frm, to, _flags, _ctx):
+                    add(start + to - 1)
+            else:
+                def on_match(_id, _frm, to, _flags, _ctx):
+                    add(start + to - 1)
+                    return len(hits) > most
 
             with memoryview(buf) as whole, whole[start:end] as region:  # released at once: buf may be resized
-                self._db.scan(region, match_event_handler=on_match)
+                try:
+                    self._db.scan(region, match_event_handler=on_match)
+                except self._terminated:
+                    return None
             hits.sort()
             return hits
         hits = []

@@ -2,6 +2,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The most of one line any reader holds (README: "an endless line is cut at 4 MiB"). No apiserver record or audit
+# event is near it; a longer line is a hostile or broken writer, and what lies past the cut is not read (each
+# reader reports the lines it cut, by number or offset), so memory and time stay those of a 4 MiB line.
+MAX_LINE = 4 << 20
+
 
 @dataclass(slots=True)
 class LogRecord:
