@@ -28,8 +28,10 @@ from breakglass.leaks.model import Leak, LeakReport, Rechecks, TimeRange, admitt
 from breakglass.logs import forked, split
 from breakglass.logs import sources as logsources
 from breakglass.logs.jsonarray import TOO_DEEP, MAX_DEPTH, json_array
-from breakglass.logs.lines import lines_with, placed_lines_with
+from breakglass.logs.lines import MAX_CUTS_KEPT, CutLine, LineTap, lines_with, placed_lines_with
 from breakglass.logs.finder import Finder
+from breakglass.logs.newlines import count as _newlines
+from breakglass.logs.record import MAX_LINE
 
 _KEY = re.compile(r"^failed-open\.(validating|mutation)\.webhook\.admission\.k8s\.io/round_\d+_index_\d+$")
 _NEEDLE = b"failed-open."
@@ -40,7 +42,7 @@ PARTS_MAX = 8
 FIRST_SHARE = 0.85  # this process's part: it also takes in the workers' requests and builds the report
 
 
-def _views(src, finders, rechecks: Rechecks, rep: LeakReport) -> Iterator[View]:
+def _views(src, finders, rechecks: Rechecks, rep: LeakReport, notes: list[str]) -> Iterator[View]:
     """The requests worth a look in one source: JSON lines found by byte search, or the elements of a
     JSON array (`gcloud logging read --format=json`), which are all parsed."""
     reader = logsources.read_chunks(src)
@@ -63,12 +65,55 @@ def _views(src, finders, rechecks: Rechecks, rep: LeakReport) -> Iterator[View]:
     planned = _plan(src, first, batches)
     if planned is not None:
         reader.close()  # read again, in parts
-        yield from _views_in_parts(*planned, finder, rechecks, rep)
+        yield from _views_in_parts(src, *planned, finder, rechecks, rep, notes)
         return
-    for line in lines_with(chunks, finder):
+    tap = LineTap(finder, watch=_NEEDLE)
+    for line in lines_with(chunks, finder, tap):
         if _NEEDLE not in line and (not rechecks or (ref_name(line) not in rechecks.names and not batches)):
             continue  # a delete matters only for an object that leaked in before it
         yield from _counted(_parsed(line, batches), _NEEDLE in line, rep)
+    _note_cuts(src, tap.cuts, tap.cut_count, rep, notes)
+
+
+def _note_cuts(src, cuts: list[CutLine], count: int, rep: LeakReport, notes: list[str]) -> None:
+    """Lines over MAX_LINE that held a literal were skipped unread: each that mentions failed-open is counted
+    with the lines that were not audit events, and all are named (line number, or offset) in one warning."""
+    if not count:
+        return
+    rep.lines_skipped += sum(c.watched for c in cuts)
+    lines = _line_numbers(src, [c.at for c in cuts[:5]])
+    where = ", ".join(f"{'line ' + str(n) if n else 'at byte ' + str(c.at)} ({c.length / (1 << 20):.1f} MiB"
+                      f"{', mentions failed-open' if c.watched else ''})" for c, n in zip(cuts, lines))
+    more = f" and {count - 5} more" if count > 5 else ""
+    notes.append(f"{src.name}: {count} line(s) longer than {MAX_LINE >> 20} MiB were skipped unread, "
+                         f"{where}{more}: no audit event is that long, and a request in one is not in this report")
+
+
+
+def _line_numbers(src, offsets: list[int]) -> list[int | None]:
+    """The line number at each offset of a plain local file (newlines before it, counted now: only for the few
+    lines cut), else None (stdin, gzip: said as a byte offset)."""
+    if src.path is None or not offsets:
+        return [None] * len(offsets)
+    try:
+        fd = os.open(src.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return [None] * len(offsets)
+    try:
+        if logsources.is_gzip(os.pread(fd, 2, 0)):
+            return [None] * len(offsets)
+        out, pos, lines = [], 0, 1
+        for at in sorted(offsets):
+            for chunk in split.read_range(fd, pos, at, logsources.CHUNK):
+                lines += _newlines(chunk)
+            pos = at
+            out.append(lines)
+        by = dict(zip(sorted(offsets), out))
+        return [by[a] for a in offsets]
+    except OSError:
+        return [None] * len(offsets)
+    finally:
+        os.close(fd)
 
 
 def _parsed(line: bytes, batches: bool):
@@ -117,8 +162,8 @@ def _plan(src, first: bytes, batches: bool) -> tuple[int, list[tuple[int, int]]]
     return None
 
 
-def _views_in_parts(fd: int, parts: list[tuple[int, int]], finder, rechecks: Rechecks,
-                    rep: LeakReport) -> Iterator[View]:
+def _views_in_parts(src, fd: int, parts: list[tuple[int, int]], finder, rechecks: Rechecks,
+                    rep: LeakReport, notes: list[str]) -> Iterator[View]:
     """What the one-pass loop above yields, with the byte search and JSON of every part on its own core.
     A child cannot know which objects leaked in the parts before its own, so it sends each delete line
     with its object's name, and the decision is taken here, in file order."""
@@ -129,20 +174,29 @@ def _views_in_parts(fd: int, parts: list[tuple[int, int]], finder, rechecks: Rec
                 tick()
                 yield c
 
-        for at, line in placed_lines_with(chunks(), finder, parts[i][0]):
+        tap = LineTap(finder, parts[i][0], watch=_NEEDLE)
+        for at, line in placed_lines_with(chunks(), finder, parts[i][0], tap):
             if _NEEDLE in line:
                 yield True, _parsed(line, False)
             else:  # where it is, not its bytes: most deletes are of objects that never leaked
                 yield False, (ref_name(line), at, len(line))
+        if tap.cut_count:
+            yield None, (tap.cuts, tap.cut_count)
 
+    cuts: list[CutLine] = []
+    count = 0
     try:
         for needle, got in forked.ordered(len(parts), produce):
             if needle:
                 yield from _counted(got, True, rep)
+            elif needle is None:  # a part's lines over MAX_LINE, offsets already the file's
+                cuts += got[0][:MAX_CUTS_KEPT - len(cuts)]
+                count += got[1]
             elif rechecks and got[0] in rechecks.names:
                 yield from _counted(_parsed(os.pread(fd, got[2], got[1]), False), False, rep)
     finally:
         os.close(fd)
+    _note_cuts(src, cuts, count, rep, notes)
 
 def scan(paths: list[str], since: str | None = None, until: str | None = None,
          webhooks: list[str] | None = None, window_gap: float = 60.0, stdin=None,
@@ -153,11 +207,12 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
     rep = LeakReport(basis="audit-log")
     seen: set[str] = set()
     rechecks = Rechecks()
+    notes: list[str] = []  # lines cut at MAX_LINE, one line per source
     finders = (Finder((_NEEDLE, _DELETE), engine), Finder((_NEEDLE, _DELETE, _GKE_DELETE), engine))
     srcs = sources if sources is not None else logsources.expand(paths, stdin)  # remote ones come ready
     rep.sources = [s.name for s in srcs]
     for src in srcs:
-        for v in _views(src, finders, rechecks, rep):
+        for v in _views(src, finders, rechecks, rep, notes):
             if not v.complete:
                 continue
             in_span = True
@@ -195,11 +250,13 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
             rep.leaks.append(leak)
             if admitted_write(leak) and not rechecks.add(leak):
                 rep.unnamed_writes += 1
-    if rep.lines_too_deep:
-        import sys  # noqa: PLC0415
+    import sys  # noqa: PLC0415
 
+    if rep.lines_too_deep:
         print(f"warning: {rep.lines_too_deep} line(s) of JSON nested deeper than {MAX_DEPTH} levels were skipped "
               "(an audited request can be shaped so); every other line was read", file=sys.stderr)
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
     return finish(rep, rechecks, window_gap)
 
 
