@@ -329,3 +329,17 @@ def test_a_diagnosis_nested_100k_deep_is_one_line_exit_2(tmp_path):
         err = p.stderr.decode()
         assert p.returncode == 2, err
         assert len(err.strip().splitlines()) == 1 and "nested too deeply" in err and "Recursion" not in err, err
+
+
+@pytest.mark.parametrize("args,content,match", [
+    (["etcd", "-w", "x", "--timeout", "0"], None, "greater than or equal to 0.1"),
+    ([], "method: etcd\nwebhook_config: [x]\ntimeout: 0\n", "timeout: a number of at least 0.1"),
+    ([], "method: talos\nconfig_file: [cp.yaml]\nwait_timeout: 0.5\n", "wait_timeout: a number of at least 1"),
+])
+def test_an_options_minimum_holds_on_the_command_line_and_in_a_plan(tmp_path, args, content, match):
+    if content is not None:
+        (tmp_path / "plan.yaml").write_text(content)
+        args = ["--plan", str(tmp_path / "plan.yaml")]
+    p = run_cli("recover", *args, "--dry-run", env=_env(tmp_path))
+    err = p.stderr.decode()
+    assert p.returncode == 2 and match in err and "Traceback" not in err, err

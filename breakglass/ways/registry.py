@@ -88,7 +88,8 @@ WAIT = (
     Opt("wait_timeout", "float", 300.0, "Seconds to wait for /readyz.", minimum=1),
     Opt("apiserver", "list", None, "apiserver URL(s) to wait on (default: https://NODE:6443 for each node)."),
 )
-TIMEOUT = (Opt("timeout", "float", None, "Seconds for each connection (etcd, SSH, talosctl, the API)."),)
+TIMEOUT = (Opt("timeout", "float", None, "Seconds for each connection (etcd, SSH, talosctl, the API).",
+               minimum=0.1),)
 KUBE = (
     Opt("kubeconfig", "str", None, "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)."),
     Opt("context", "str", None, "kubeconfig context (default: its current-context)."),
