@@ -288,12 +288,13 @@ def _guard_verdict(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, 
                                   5.0)
         except BreakglassError:
             api = None
-    hooks = revert_guard.hooks_journaled(run)
+    # what the revert re-arms, as the run's own backups (etcd, kubeapi) or the cluster (the admission-plugin flag
+    # turns every fail-closed webhook back on) say; the Services the diagnosis named only where neither can
     if st.method in ("etcd", "kubeapi"):
-        hooks += revert_guard.hooks_from_backups(run, st)
-    else:  # the admission-plugin flag: turning the plugins back on re-arms every fail-closed webhook
-        hooks += _cluster_hooks(api, reader_etcd)
-    return revert_guard.check(hooks, reader_etcd, api)
+        hooks = revert_guard.hooks_from_backups(run, st)
+    else:
+        hooks = _cluster_hooks(api, reader_etcd)
+    return revert_guard.check(hooks or revert_guard.hooks_journaled(run), reader_etcd, api)
 
 
 def _cluster_hooks(api, etcd: EtcdTarget | None) -> list:

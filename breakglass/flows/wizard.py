@@ -97,6 +97,8 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
                 remedy, steps, confirm_word, refs = retry.call(
                     lambda: _plan(p, method, variant, access, list(targets), plugins, typed),
                     time.monotonic() + RETRY_SECONDS, p.progress, what="the cluster")
+            except _Back:
+                continue
             except BreakglassError as e:
                 p.say(f"That way out cannot be planned: {e}")
                 if isinstance(e, Unreachable):
@@ -707,7 +709,10 @@ def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: li
         action = "" if method == "etcd" else p.select("Which change?", [
             Choice("ignore", "failurePolicy Ignore (least invasive)"),
             Choice("exclude", "add matchConditions that skip bootstrap objects"),
-            Choice("delete", "delete the configuration")])
+            Choice("delete", "delete the configuration"),
+            Choice("back", "back: another way out")])
+        if action == "back":
+            raise _Back()
 
         def plan(refs):
             if method == "etcd":
