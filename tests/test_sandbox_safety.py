@@ -295,3 +295,53 @@ def test_up_over_a_running_sandbox_says_it_reuses_it_and_how_to_get_a_fresh_one(
         assert "reused" in p.stdout.decode()
     finally:
         run_cli("sandbox", "down", "--dir", d)
+
+
+def test_the_kubelet_stand_in_applies_no_manifest_others_can_write_and_starts_no_changed_binary(tmp_path):
+    import yaml
+
+    src = _apiserver()
+    ver = os.path.basename(os.path.dirname(src))
+    binary = tmp_path / "bin" / ver / "kube-apiserver"  # a copy of our own, so it can be changed here
+    binary.parent.mkdir(parents=True)
+    shutil.copy2(src, binary)
+    d = str(tmp_path / "sb")
+    state = os.path.join(d, "kubelet.json")
+
+    def kubelet() -> dict:
+        try:
+            with open(state, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
+
+    def running_with(flag: str) -> list:
+        return [pid for pid, cmd in _mentioning(d) if cmd.startswith(str(binary).encode()) and flag.encode() in cmd]
+
+    try:
+        p = run_cli("sandbox", "up", "--dir", d, "--apiserver", str(binary), "-o", "json", timeout=300)
+        assert p.returncode == 0, p.stderr
+        manifest = json.loads(p.stdout)["result"]["apiserver"]["manifest"]
+        pod = yaml.safe_load(open(manifest))
+        pod["spec"]["containers"][0]["command"].append("--profiling=false")
+        os.chmod(manifest, 0o664)  # as an editor under umask 002 leaves it: the group could have written it
+        with open(manifest, "w") as f:
+            yaml.safe_dump(pod, f)
+        _wait_for("the stand-in refuses the manifest", lambda: "writable by its group" in (kubelet().get("error") or ""))
+        assert running_with("--profiling=false") == []
+        os.chmod(manifest, 0o600)  # only ours again: applied
+        _wait_for("the stand-in applies it", lambda: running_with("--profiling=false") and kubelet().get("pid"))
+
+        changed = binary.with_name("changed")
+        shutil.copy2(src, changed)
+        with open(changed, "ab") as f:
+            f.write(b"\0")
+        os.replace(changed, binary)  # another build put in its place: not the bytes pinned at `up`
+        os.kill(kubelet()["pid"], signal.SIGKILL)  # the stand-in restarts what exits, from its pinned binary
+        _wait_for("the stand-in refuses the changed binary",
+                  lambda: "changed since the sandbox started" in (kubelet().get("error") or ""))
+        assert [pid for pid, cmd in _mentioning(d) if cmd.startswith(str(binary).encode())] == []
+        assert kubelet().get("pid") is None
+    finally:
+        run_cli("sandbox", "down", "--dir", d)
+        _kill_all(d)

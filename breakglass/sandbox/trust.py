@@ -82,7 +82,10 @@ def own_dir(path: str) -> os.stat_result:
     """``path`` is a directory of ours that only we can write, on a path only we and root can change; its
     stat (device and inode say later whether it is still the same directory)."""
     ancestors(path)
-    st = os.lstat(path)
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        raise BadInput(f"{path}: {(e.strerror or str(e)).lower()}") from None
     _final_ok(path, st, "dir", (os.geteuid(),))
     return st
 
