@@ -5,6 +5,8 @@ breakglass writes a private file of its own."""
 from __future__ import annotations
 
 import os
+import re
+import stat
 
 from breakglass.core.errors import BadInput
 
@@ -35,14 +37,18 @@ def read(path: str, what: str) -> str:
 
 
 def write_atomic(path: str, data: bytes, like: os.stat_result | None = None, mode: int = 0o600) -> None:
-    """The one way breakglass writes a file. A temp file with a random name is created beside ``path`` with
-    O_EXCL|O_NOFOLLOW and mode 0600 (a link or file planted there makes this fail, it is never followed or
-    reused), written, fsynced, given ``like``'s mode and owner (the file it replaces) or ``mode``, renamed over
-    ``path`` (which replaces a link there rather than writing through it), and the directory is fsynced. On any
-    failure the temp file is removed, so no copy of a secret is left behind."""
+    """The one way breakglass writes a file. A temp file named for ``path`` (``.NAME.breakglass-<random>.tmp``) is
+    created beside it with O_EXCL|O_NOFOLLOW and mode 0600 (a link or file planted there makes this fail, it is
+    never followed or reused) and locked (flock) for as long as the write lasts, written, fsynced, given
+    ``like``'s mode and owner (the file it replaces) or ``mode``, renamed over ``path`` (which replaces a link
+    there rather than writing through it), and the directory is fsynced. On any failure the temp file is
+    removed, so no copy of a secret is left behind; one a killed process left (SIGKILL, power loss) is removed by
+    the next write to the same ``path`` (remove_stale_temps: its lock is free)."""
+    import fcntl  # noqa: PLC0415
+
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(6).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    remove_stale_temps(path)
+    tmp, fd = _locked_temp(directory, os.path.basename(path), fcntl)
     try:
         view = memoryview(data)
         while view:
@@ -54,22 +60,99 @@ def write_atomic(path: str, data: bytes, like: os.stat_result | None = None, mod
             os.fchmod(fd, like.st_mode & 0o7777)
         elif mode != 0o600:
             os.fchmod(fd, mode)
-        os.close(fd)
-        fd = -1
+        # renamed while still locked: a cleaner never takes a temp file that is about to become the file
         os.replace(tmp, path)
+        tmp = None
     except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
         raise
+    finally:
+        os.close(fd)
     dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+_TEMP_MARK = ".breakglass-"
+
+
+def _temp_name(name: str) -> str:
+    return f".{name}{_TEMP_MARK}{os.urandom(6).hex()}.tmp"
+
+
+def _is_temp_of(entry: str, name: str) -> bool:
+    return re.fullmatch(re.escape(f".{name}{_TEMP_MARK}") + r"[0-9a-f]{12}\.tmp", entry) is not None
+
+
+def _locked_temp(directory: str, name: str, fcntl) -> tuple[str, int]:
+    """A new temp file for ``name``, created and locked. A cleaner may take the lock in the instant between the
+    create and our flock, and remove the file as stale: then it is no longer ours, and another name is tried."""
+    for _ in range(8):
+        tmp = os.path.join(directory, _temp_name(name))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _same_file(tmp, fd):
+                return tmp, fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    raise OSError(f"{directory}: could not keep a temp file for {name} (removed each time as it was made)")
+
+
+def _same_file(path: str, fd: int) -> bool:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def remove_stale_temps(path: str) -> list[str]:
+    """Remove the temp files of atomic writes to ``path`` that no live process owns (a process killed mid-write
+    leaves one: a copy of the file's new content, secrets and all, beside it). A writer holds an flock on its
+    temp file until the rename, so a temp file whose lock can be taken is stale. Only regular files of ours
+    named for ``path`` are touched (never a link, never another user's file). Returns the names removed."""
+    import fcntl  # noqa: PLC0415
+
+    directory, name = os.path.split(os.path.abspath(path))
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return []
+    removed = []
+    for entry in sorted(entries):
+        if not _is_temp_of(entry, name):
+            continue
+        tmp = os.path.join(directory, entry)
+        try:
+            fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:  # a link planted under our name, or gone already: not ours to remove
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live write
+            if _same_file(tmp, fd):
+                os.unlink(tmp)
+                removed.append(entry)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
 
 
 def write_private(path: str, data: bytes) -> None:
@@ -129,3 +212,67 @@ def _guarded_loader(yaml):
 
         _GUARDED = Guarded
     return _GUARDED
+
+
+# Nodes YAML aliases may stand for in one file, counted as the loader expands them. k3s configs use an anchor or
+# two; a file whose aliases stand for more nodes than this is the billion-laughs shape (nine aliases of nine
+# aliases ...: 9^8 nodes from 80 lines), refused before anything walks or compares the expansion.
+YAML_ALIAS_BUDGET = 10_000
+
+
+class AliasBudget:
+    """Mixin for a PyYAML loader (before the loader class in the bases): counts the nodes each alias stands for
+    while composing, and raises BadInput (one line) once the file's aliases stand for more than
+    YAML_ALIAS_BUDGET nodes, or for an alias inside the node it names (an endless expansion). Set ``bg_source``
+    and ``bg_what`` on the instance for the message."""
+
+    bg_source = "the file"
+    bg_what = "a YAML file"
+
+    def compose_node(self, parent, index):
+        import yaml  # noqa: PLC0415
+
+        if not hasattr(self, "bg_frames"):
+            self.bg_frames, self.bg_sizes, self.bg_expanded = [0], {}, 0
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            size = self.bg_sizes.get(event.anchor)
+            if size is None and event.anchor in getattr(self, "anchors", {}):
+                raise BadInput(f"{self.bg_source}: line {event.start_mark.line + 1}: the YAML alias *{event.anchor} "
+                               f"is inside the node it names (it never ends); not accepted in {self.bg_what}")
+            node = super().compose_node(parent, index)
+            self.bg_expanded += size or 0
+            self.bg_frames[-1] += size or 0
+            if self.bg_expanded > YAML_ALIAS_BUDGET:
+                raise BadInput(f"{self.bg_source}: line {event.start_mark.line + 1}: YAML aliases stand for more "
+                               f"than {YAML_ALIAS_BUDGET} nodes; not accepted in {self.bg_what} (write the values "
+                               f"out, or use fewer aliases)")
+            return node
+        anchor = getattr(event, "anchor", None)
+        self.bg_frames.append(1)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            size = self.bg_frames.pop()
+        self.bg_frames[-1] += size
+        if anchor is not None:
+            self.bg_sizes[anchor] = size
+        return node
+
+
+def budgeted_loader(text: str, source: str, what: str, base=None):
+    """A PyYAML SafeLoader (or ``base``, an AliasBudget subclass) for ``text`` that refuses alias expansion beyond
+    YAML_ALIAS_BUDGET; the caller disposes of it."""
+    import yaml  # noqa: PLC0415
+
+    global _BUDGETED  # noqa: PLW0603 - one class, built on first use (yaml is imported lazily)
+    if base is None:
+        if _BUDGETED is None:
+            _BUDGETED = type("BudgetedSafeLoader", (AliasBudget, yaml.SafeLoader), {})
+        base = _BUDGETED
+    loader = base(text)
+    loader.bg_source, loader.bg_what = source, what
+    return loader
+
+
+_BUDGETED = None

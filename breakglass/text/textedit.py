@@ -31,6 +31,7 @@ from collections import Counter
 
 import yaml
 
+from breakglass.core import textfile
 from breakglass.core.errors import BadInput
 from breakglass.text.admission_flags import DISABLE, ENABLE, Value, apply_change
 
@@ -107,7 +108,12 @@ class _Alias(yaml.Node):
         self.name = name
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(textfile.AliasBudget, yaml.SafeLoader):
+    """Nodes with their anchors, and aliases as where they are written; alias expansion beyond the budget is
+    refused (core.textfile.AliasBudget), before anything walks or compares what it expands to."""
+
+    bg_what = "a machine config"
+
     def compose_node(self, parent, index):
         event = self.peek_event()
         node = super().compose_node(parent, index)
@@ -119,6 +125,7 @@ class _Loader(yaml.SafeLoader):
 
 def _compose(text: str, source: str) -> list:
     loader = _Loader(text)
+    loader.bg_source = source
     try:
         docs = []
         while loader.check_node():
