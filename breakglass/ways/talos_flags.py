@@ -90,6 +90,12 @@ class FileStore:
             raise BadInput(f"{node} is a symbolic link; name the file itself")
         textfile.write_atomic(node, data, like=os.stat(node))
 
+    def tidy(self, node: str) -> list[str]:
+        """Remove what a write killed midway left beside the file (its temp file: a copy of the config's secrets)."""
+        if os.path.islink(node):
+            return []
+        return textfile.remove_stale_temps(node)
+
     def describe(self) -> dict:
         return {"store": "file"}
 
@@ -180,6 +186,16 @@ class TalosFlags:
         node, era = step.data["node"], step.data["era"]
         before, after = step.data["before"], step.data["after"]
         _check_journaled(node, era, before, after, getattr(self.store, "kind", "") == "file")
+        # a recover killed while writing the file left its temp file (the config, secrets and all) beside it
+        tidy = getattr(self.store, "tidy", None)
+        tidied = tidy(node) if tidy is not None and not dry_run else []
+        outcome = self._revert(step, backup, run, force, dry_run, node, era, before, after)
+        if tidied:
+            outcome.detail += f"; removed {', '.join(tidied)} (left beside it by an interrupted write)"
+        return outcome
+
+    def _revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool, node: str, era: str,
+                before: dict, after: dict) -> RevertOutcome:
         text = self.store.read(node)
         loc = self._read(node, text)
         current = {k: loc.args.get(k) for k in before}
@@ -253,21 +269,36 @@ def _check_journaled(node, era, before, after, is_file: bool) -> None:
 
 
 def _only_admission_keys_differ(original: str, current: str, node: str) -> None:
-    """Before putting a backup's bytes back, check they differ from the file now only in the admission keys."""
+    """Before putting a backup's bytes back, check they differ from the file now only in the admission keys, and
+    in the sections that hold nothing else: recover creates ``cluster.apiServer.extraArgs`` (and ``cluster``)
+    where a config had none, so a section left empty once the admission keys are out counts as absent (empty,
+    null or absent: the same to Talos). Any other key in it still counts."""
     from breakglass.core.journal import JournalError  # noqa: PLC0415
 
     def strip(text: str) -> list:
         docs = mc.parse(text, node)
         for d in docs:
-            place = d if d.get("kind") == "KubeAPIServerConfig" else ((d.get("cluster") or {}).get("apiServer") or {})
-            extra = place.get("extraArgs") if isinstance(place, dict) else None
-            if isinstance(extra, dict):
-                for k in (flags.DISABLE, flags.ENABLE):
-                    extra.pop(k, None)
-            if isinstance(place, dict) and "extraArgs" in place and not extra:
-                place.pop("extraArgs")  # empty, null or absent: the same to Talos
+            if d.get("kind") == "KubeAPIServerConfig":
+                _drop_admission_keys(d)
+                continue
+            cluster = d.get("cluster")
+            if isinstance(cluster, dict) and isinstance(cluster.get("apiServer"), dict):
+                _drop_admission_keys(cluster["apiServer"])
+                if not cluster["apiServer"]:
+                    cluster.pop("apiServer")
+            if "cluster" in d and d["cluster"] in ({}, None) and "version" in d and "kind" not in d:
+                d.pop("cluster")
         return docs
 
     if strip(original) != strip(current):
         raise JournalError(f"{node}: the backup differs from the file in more than the admission keys; refusing "
                            f"to restore it (the run directory may have been altered)")
+
+
+def _drop_admission_keys(place: dict) -> None:
+    extra = place.get("extraArgs")
+    if isinstance(extra, dict):
+        for k in (flags.DISABLE, flags.ENABLE):
+            extra.pop(k, None)
+    if "extraArgs" in place and not place["extraArgs"]:
+        place.pop("extraArgs")
