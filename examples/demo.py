@@ -161,8 +161,27 @@ def main() -> int:
     leaks()
     story()
     real_story()
+    on_path()
     return 1 if bad else 0
 
+
+def on_path() -> None:
+    """The demo ran breakglass through this Python; say how to run it yourself, since `make demo` installs it
+    into a virtual environment, not onto PATH."""
+    def short(path: str) -> str:  # relative to where `make demo` ran, unless that climbs out of it
+        rel = os.path.relpath(path)
+        return path if rel.startswith("..") else rel
+
+    print("=" * 100)
+    bindir = short(os.path.dirname(sys.executable))
+    exe = os.path.join(bindir, "breakglass")
+    if sys.prefix != sys.base_prefix and os.path.exists(exe):
+        print(f"breakglass is installed in the virtual environment {os.path.dirname(bindir)}, not on PATH. "
+              f"To run it yourself:")
+        print(f"  . {os.path.join(bindir, 'activate')}          # then: breakglass --help, breakglass sandbox up")
+        print(f"  {exe} --help   # or by its path, without activating")
+    else:
+        print(f"run breakglass yourself with: {sys.executable} -m breakglass --help")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -42,7 +42,27 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "installing Debian packages: ${want[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# Debian's etcd-server enables and starts etcd.service when it is installed. breakglass wants only its binary
+# (the sandbox and the tests start their own etcd on loopback, in their own directory), so no service is
+# started during this install (policy-rc.d says no to invoke-rc.d), and the service is disabled after it.
+etcd_service=no
+for p in "${want[@]}"; do [ "$p" = etcd-server ] && etcd_service=yes; done
+if [ "$etcd_service" = yes ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\n# breakglass scripts/bootstrap.sh: no service starts while it installs etcd-server\nexit 101\n' |
+    $sudo tee /usr/sbin/policy-rc.d >/dev/null
+  $sudo chmod 755 /usr/sbin/policy-rc.d
+  trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 # A fresh VM's unattended upgrades hold the dpkg lock for minutes: wait for it instead of failing at once.
 lock=(-o DPkg::Lock::Timeout=600)
 $sudo apt-get "${lock[@]}" update -qq
 $sudo apt-get "${lock[@]}" install -y -qq --no-install-recommends "${want[@]}"
+if [ "$etcd_service" = yes ]; then
+  if [ -d /run/systemd/system ]; then
+    $sudo systemctl disable --now etcd.service >/dev/null 2>&1 || true
+    state="$(systemctl is-enabled etcd.service 2>/dev/null || true), $(systemctl is-active etcd.service 2>/dev/null || true)"
+    echo "etcd-server was installed for its binary only: etcd.service is left ${state} (breakglass never uses it)"
+  else
+    echo "etcd-server was installed for its binary only: no systemd here, and its service was not started"
+  fi
+fi
