@@ -9,13 +9,21 @@ One directory per run, ``runs/<UTC time>-<short id>/``:
   written, fsynced and read back against their sha256 before any change is made.
 - ``report.md``: a human summary for the postmortem.
 
+- ``lock``: held (``fcntl.flock``) by the process applying or reverting the run, with its pid in it, so a
+  second process is refused instead of racing it.
+
 The directory alone is enough to revert, on another machine too: nothing refers to paths
-outside it.
+outside it. A copy named by path outside the state directory is first copied into it (after the same
+ownership checks), so breakglass only ever works in, and trusts, directories under the state directory
+that belong to the user and that nobody else can write.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -26,7 +34,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from breakglass.core.errors import BadInput, BreakglassError
+from breakglass.core.errors import BadInput, BreakglassError, PreconditionFailed
 
 SCHEMA = 1
 _RUN_NAME = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
@@ -75,6 +83,27 @@ def sha256(data: bytes) -> str:
 
 class JournalError(BreakglassError):
     pass
+
+
+class TamperedRun(BadInput):
+    """The run directory asks for a change the remedy never makes (another file, key, object or field than the
+    one it changed, or a backup that is not what it backed up): refused, nothing written. Exit 2."""
+
+
+LOCK_NAME = "lock"
+_held: dict[str, list] = {}  # run path -> [fd, depth]: this process holds the run's lock (re-entrant)
+
+
+def _untrusted(path: str, st: os.stat_result, what: str) -> str | None:
+    """Why a run's directory or file cannot be trusted, or None: it must be the user's own, and nobody else may
+    write it (the journal decides what revert writes)."""
+    if stat.S_ISLNK(st.st_mode):
+        return f"{what} {path} is a symbolic link"
+    if st.st_uid != os.geteuid():
+        return f"{what} {path} belongs to uid {st.st_uid}, not to you"
+    if st.st_mode & 0o022:
+        return f"{what} {path} can be written by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
 
 
 _seen: dict[str, int] = {}
@@ -135,19 +164,136 @@ class Run:
         return run
 
     @classmethod
-    def open(cls, ref: str, state: str | None = None) -> Run:
-        """A run by path, by name, or by unique name prefix under the state directory."""
-        if os.path.isdir(ref) and os.path.exists(os.path.join(ref, "journal.jsonl")):
-            return cls(os.path.abspath(ref))
+    def open(cls, ref: str, state: str | None = None, exact: bool = False) -> Run:
+        """A run by path, by name, or by unique name prefix under the state directory (``exact``: by its whole
+        name only, e.g. the id a prompt showed). A run directory named by path outside the state directory is
+        copied into it first (see ``_import``); one that is not the user's own, or that others can write, is
+        refused."""
         runs = os.path.join(state_dir(state), "runs")
-        if os.path.sep in ref:
-            raise BadInput(f"{ref}: not a run directory (no journal.jsonl)")
-        matches = [n for n in _list_dir(runs) if n.startswith(ref)]
-        if len(matches) == 1:
-            return cls(os.path.join(runs, matches[0]))
-        if not matches:
-            raise BadInput(f"no run {ref!r} in {runs}", hint="`breakglass runs` lists them")
-        raise BadInput(f"run {ref!r} is ambiguous: {', '.join(sorted(matches))}")
+        if os.path.sep in ref or (not exact and os.path.isdir(ref) and not _RUN_NAME.match(ref)):
+            if not (os.path.isdir(ref) and os.path.exists(os.path.join(ref, "journal.jsonl"))):
+                raise BadInput(f"{ref}: not a run directory (no journal.jsonl)")
+            if os.path.realpath(os.path.dirname(os.path.abspath(ref))) != os.path.realpath(runs):
+                return cls._import(ref, state)
+            run = cls(os.path.abspath(ref))
+        else:
+            matches = [n for n in _list_dir(runs) if (n == ref if exact else n.startswith(ref))]
+            if len(matches) > 1:
+                raise BadInput(f"run {ref!r} is ambiguous: {', '.join(sorted(matches))}")
+            if not matches and os.path.isdir(ref) and os.path.exists(os.path.join(ref, "journal.jsonl")):
+                return cls._import(ref, state)  # a run's own name, as a directory here: a copy
+            if not matches:
+                raise BadInput(f"no run {ref!r} in {runs}", hint="`breakglass runs` lists them")
+            run = cls(os.path.join(runs, matches[0]))
+        run.check_trusted()
+        return run
+
+    @classmethod
+    def _import(cls, ref: str, state: str | None) -> Run:
+        """A run directory copied from elsewhere (another machine, a backup): copied into this state directory's
+        runs/ after the ownership checks, and worked on there, so what revert trusts always lives in a directory
+        only the user can write."""
+        import shutil  # noqa: PLC0415
+
+        src = os.path.abspath(ref)
+        name = os.path.basename(src.rstrip(os.path.sep))
+        if not _RUN_NAME.match(name):
+            raise BadInput(f"{ref}: not a run directory's name (they look like 20260101T000000Z-0a1b2c)")
+        Run(src).check_trusted()
+        base = state_dir(state)
+        runs = os.path.join(base, "runs")
+        _mkdir_private(base)
+        _mkdir_private(runs)
+        dest = os.path.join(runs, name)
+        if os.path.lexists(dest) and _is_copy_of(src, dest):
+            run = cls(dest)  # copied in already (by this same command, or an earlier one)
+            run.check_trusted()
+            return run
+        if os.path.lexists(dest):
+            raise BadInput(f"{ref}: run {name} is already in {runs}, perhaps with another journal",
+                           hint=f"revert that one by its id (`breakglass revert {name}`), or choose another "
+                                f"--state-dir")
+        tmp = os.path.join(runs, f".{name}.importing-{secrets.token_hex(3)}")
+        try:
+            shutil.copytree(src, tmp, symlinks=True, ignore=shutil.ignore_patterns(LOCK_NAME))
+            os.rename(tmp, dest)
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise BadInput(f"{ref}: cannot copy it into {runs}: {(e.strerror or str(e)).lower()}") from None
+        _fsync_dir(runs)
+        run = cls(dest)
+        run.check_trusted()
+        return run
+
+    def check_trusted(self) -> None:
+        """Refuse a run whose directory, journal or backups are not the user's own or can be written by others
+        (another user could then choose what revert writes), or whose directory is a link."""
+        try:
+            why = _untrusted(self.path, os.lstat(self.path), "run directory")
+            for path, what in ((self.journal_path, "journal"), (self.backups, "backups directory")):
+                if why is None and os.path.lexists(path):
+                    why = _untrusted(path, os.lstat(path), what)
+            if why is None and os.path.isdir(self.backups) and not os.path.islink(self.backups):
+                for n in sorted(os.listdir(self.backups)):
+                    why = why or _untrusted(os.path.join(self.backups, n),
+                                            os.lstat(os.path.join(self.backups, n)), "backup")
+        except OSError as e:
+            raise BadInput(f"run {self.path}: {(e.strerror or str(e)).lower()}") from None
+        if why:
+            raise BadInput(f"{why}; refusing to trust run {self.id} (its journal decides what revert writes)",
+                           hint="copy the runs you trust into a state directory of your own (0700)")
+
+    # -- the lock --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def locked(self, doing: str):
+        """Hold the run's lock (fcntl.flock on ``lock`` in the run directory) for the whole block. Another process
+        that holds it makes this PreconditionFailed naming the run and its pid; this process may nest."""
+        key = os.path.realpath(self.path)
+        if key in _held:
+            _held[key][1] += 1
+        else:
+            _held[key] = [self._take_lock(doing), 1]
+        try:
+            yield self
+        finally:
+            held = _held[key]
+            held[1] -= 1
+            if held[1] == 0:
+                del _held[key]
+                with contextlib.suppress(OSError):
+                    os.ftruncate(held[0], 0)  # no stale pid for the next reader
+                os.close(held[0])  # releases the flock
+
+    def _take_lock(self, doing: str) -> int:
+        path = os.path.join(self.path, LOCK_NAME)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            raise BadInput(f"run {self.id}: cannot open its lock file {path}: {(e.strerror or str(e)).lower()}") \
+                from None
+        try:
+            why = _untrusted(path, os.fstat(fd), "lock file")
+            if why or not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise BadInput(f"{why or f'lock file {path} is not a file'}; refusing to use run {self.id}")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise BadInput(f"run {self.id}: cannot lock {path}: {(e.strerror or str(e)).lower()}") from None
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+                who = (f"process {holder[0]}" + (f" on {holder[1]}" if len(holder) > 1 else "")
+                       + (f" ({holder[2]})" if len(holder) > 2 else "")) if holder else "another process"
+                raise PreconditionFailed(
+                    f"run {self.id} is in use by {who}; not {doing} it now",
+                    hint=f"let that process finish (or stop it), then `breakglass runs` shows the run's state") \
+                    from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {os.uname().nodename} {doing}\n".encode(), 0)
+            os.fsync(fd)
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
 
     # -- the journal ---------------------------------------------------------------------------
     def append(self, transition: str, **fields: Any) -> dict:
@@ -226,6 +372,21 @@ class Run:
         from breakglass.core.textfile import write_private  # noqa: PLC0415
 
         write_private(os.path.join(self.path, name), text.encode("utf-8"))
+
+
+def _is_copy_of(src: str, dest: str) -> bool:
+    """Whether run directory ``dest`` is ``src`` copied in, perhaps with journal entries added since."""
+    try:
+        with open(os.path.join(src, "journal.jsonl"), "rb") as a, open(os.path.join(dest, "journal.jsonl"), "rb") as b:
+            if not b.read().startswith(a.read()):
+                return False
+        for n in os.listdir(os.path.join(src, "backups")):
+            with open(os.path.join(src, "backups", n), "rb") as a, open(os.path.join(dest, "backups", n), "rb") as b:
+                if a.read() != b.read():
+                    return False
+    except OSError:
+        return False
+    return True
 
 
 def _list_dir(path: str) -> list[str]:

@@ -4,6 +4,9 @@ Transitions, each fsynced before the next action: planned → (per step) backing
 backed-up → applying → applied → verified; then run-finished. A crash between any two
 leaves a journal that says how far it got; revert then asks the target itself whether
 the change happened (compare-before-write), so it neither misses nor repeats anything.
+
+Apply and revert each hold the run's lock (``Run.locked``) from their first journal entry to their last, so a
+revert started while a recover is still at work (or two reverts) is refused, naming the process that holds it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ class RunResult:
 
 
 def apply(remedy: Remedy, steps: list[Step], run: Run, hook: Hook | None = None) -> RunResult:
+    with run.locked("recovering"):
+        return _apply(remedy, steps, run, hook)
+
+
+def _apply(remedy: Remedy, steps: list[Step], run: Run, hook: Hook | None = None) -> RunResult:
     hook = hook or (lambda t, s: None)
     run.append("planned", method=remedy.method, target=remedy.describe_target(),
                steps=[s.to_json() for s in steps])
@@ -154,6 +162,16 @@ class RevertResult:
 
 
 def revert(remedy: Remedy, run: Run, force: bool = False, dry_run: bool = False) -> RevertResult:
+    """Undo a run. A dry run writes nothing and takes no lock; a real one holds the run's lock throughout, and the
+    journal is read again under it (what a recover still at work adds is never missed)."""
+    run.check_trusted()
+    if dry_run:
+        return _revert(remedy, run, force, dry_run)
+    with run.locked("reverting"):
+        return _revert(remedy, run, force, dry_run)
+
+
+def _revert(remedy: Remedy, run: Run, force: bool, dry_run: bool) -> RevertResult:
     state = replay(run)
     todo = [s for s in reversed(state.steps) if s.backup is not None]
     outcomes: list[RevertOutcome] = []
