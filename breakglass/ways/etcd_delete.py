@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from dataclasses import dataclass
 
 from breakglass.access.etcd import KV, Etcd
 from breakglass.core.errors import BadInput, PreconditionFailed
-from breakglass.core.journal import Run
+from breakglass.core.journal import Run, TamperedRun
 from breakglass.ways.base import ALREADY, CONFLICT, NOT_APPLIED, RESTORED, RevertOutcome, Step
 from breakglass.webhooks import codec, model, resolve, sources
 
@@ -198,7 +199,7 @@ class EtcdDelete:
     # -- revert ----------------------------------------------------------------------------------
     def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
         key = self._journaled_key(step)
-        value = run.read_backup(backup["value"], backup["value_sha256"])
+        value = self._journaled_value(step, backup, run)
         cur = self.etcd.get(key)
         if cur is not None and cur.value == value:
             return RevertOutcome(step.id, ALREADY if cur.mod_revision != backup["mod_revision"] else NOT_APPLIED,
@@ -221,6 +222,42 @@ class EtcdDelete:
             raise PreconditionFailed(f"{step.target} changed again while reverting; rerun revert")
         return RevertOutcome(step.id, RESTORED, f"overwrote {step.target} with the backup (--force)", diff)
 
+    def _journaled_value(self, step: Step, backup: dict, run: Run) -> bytes:
+        """The backed-up value, only if it is what this step deleted: its sha256 the journal's (and the backup's
+        own meta's), and the object it decodes to of the step's kind and name. A run directory is a copy that can
+        be edited: without this, a value put under another name (or a new key) would be written as it is."""
+        kind, name = step.data["kind"], step.data["name"]
+        value_name, value_sha = backup.get("value"), backup.get("value_sha256")
+        if not isinstance(value_name, str) or not isinstance(value_sha, str):
+            raise TamperedRun(f"step {step.id}: the journal names no backed-up value for {step.target}")
+        value = run.read_backup(value_name, value_sha)
+        if isinstance(backup.get("meta"), str) and isinstance(backup.get("meta_sha256"), str):
+            try:
+                meta = json.loads(run.read_backup(backup["meta"], backup["meta_sha256"]))
+            except ValueError:
+                meta = None
+            if not isinstance(meta, dict) or meta.get("key_b64") != step.data.get("key_b64") \
+                    or meta.get("value_sha256") != value_sha:
+                raise TamperedRun(f"step {step.id}: the backup's own record of {step.target} names another key or "
+                                  f"value; refusing to put it back (the run directory may have been altered)")
+        try:
+            dec = codec.decode_value(value)
+        except BadInput as e:
+            raise TamperedRun(f"step {step.id}: the backup of {step.target} is not a Kubernetes object ({e}); "
+                              f"refusing to put it back") from None
+        if dec.obj is None:
+            raise TamperedRun(f"step {step.id}: the backup of {step.target} is encrypted at rest ({dec.detail}), so "
+                              f"breakglass cannot check that it is {model.KIND_NAME[kind]} {name}; not put back",
+                              hint=f"put it back by hand if you trust this run directory: etcdctl put {step.target} "
+                                   f"< {os.path.join(run.backups, value_name)}")
+        got_kind = dec.obj.get("kind")
+        got_name = (dec.obj.get("metadata") or {}).get("name") if isinstance(dec.obj.get("metadata"), dict) else None
+        if got_kind != model.KIND_NAME[kind] or got_name != name:
+            raise TamperedRun(f"step {step.id}: the backup of {step.target} holds {got_kind} {got_name!r}, not "
+                              f"{model.KIND_NAME[kind]} {name}; refusing to put it back (the run directory may have "
+                              f"been altered)")
+        return value
+
     def _journaled_key(self, step: Step) -> bytes:
         """The step's key, only if it is the exact key of its kind and name under the run's prefix."""
         try:
@@ -234,6 +271,9 @@ class EtcdDelete:
         if key != want:
             raise BadInput(f"step {step.id}: the journal's key {key.decode('utf-8', 'replace')!r} is not "
                            f"{want.decode()} (the key of {kind}/{name} under the run's prefix {self.prefix})")
+        if step.target != want.decode() or step.action not in ("delete", "backup"):  # recover, `etcd backup`
+            raise TamperedRun(f"step {step.id}: the journal's step names {step.target!r} but asks to put back "
+                              f"{want.decode()}; refusing (the run directory may have been altered)")
         return key
 
 

@@ -16,14 +16,16 @@ writes flags sorted, and the new flag goes where the sort puts it.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import shlex
+from dataclasses import dataclass
 
 from breakglass.core import textfile
 from breakglass.access.ssh import remote_path
 from breakglass.core.errors import BadInput, PreconditionFailed
-from breakglass.core.journal import Run
+from breakglass.core.journal import Run, TamperedRun
 from breakglass.text import admission_flags as flags
 from breakglass.ways import nodefile
 from breakglass.ways.nodefile import sha
@@ -31,11 +33,83 @@ from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Ste
 
 DEFAULT_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
 NODE_BACKUP_DIR = "/etc/kubernetes/breakglass-backup"
-_FLAG_LINE = re.compile(r"^(?P<indent>\s*)-\s+(?P<q>['\"]?)--(?P<key>[a-z0-9-]+)(?:=(?P<value>.*?))?(?P=q)\s*$")
+_ITEM = re.compile(r"^(?P<lead>(?P<indent>[ ]*)-[ ]+)(?P<scalar>[^ \t].*?)[ \t]*$")
+_SKIPPED = re.compile(r"^\s*(#.*)?$")  # a blank or comment line inside a YAML list
+_PLAIN = re.compile(r"^-?-?[A-Za-z0-9][A-Za-z0-9,._=/:-]*$")  # written without quotes, as kubeadm does
 
 
-def _command_flags(text: str, source: str) -> tuple[list[str], dict[str, int]]:
-    """The manifest's lines, and for each flag of the kube-apiserver command the line it is on."""
+@dataclass
+class Manifest:
+    """A static pod manifest's text and kube-apiserver's arguments (``command[1:] + args``, as kubelet starts
+    it), each with the line it is on, and the admission flags among them as kube-apiserver reads them."""
+
+    lines: list[str]
+    args: list
+    at: list[int]  # the line of each argument
+    ncmd: int  # how many of args come from `command` (the rest from `args`)
+    indent: str  # of the command's items
+    program_line: int  # the line of command[0]
+    occs: list[flags.Occurrence]
+
+    @property
+    def values(self) -> dict[str, str]:
+        return flags.values_of(self.occs)
+
+    def other_lines(self) -> list[str]:
+        """The text without the admission flags' lines: what must be byte for byte the same in two manifests that
+        differ only in those flags."""
+        taken = {self.at[i] for o in self.occs for i in (o.at, o.value_at)}
+        return [line for i, line in enumerate(self.lines) if i not in taken]
+
+    def rest(self) -> list:
+        """The arguments that are not admission flags: an edit must leave them exactly as they are."""
+        taken = {i for o in self.occs for i in (o.at, o.value_at)}
+        return [a for i, a in enumerate(self.args) if i not in taken]
+
+
+def _scalar(text: str):
+    import yaml  # noqa: PLC0415
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+
+
+def _items(lines: list[str]) -> list[list[tuple[int, object]]]:
+    """Runs of one-line list items at one indent (blank and comment lines between them allowed): where a YAML
+    list of plain or quoted scalars is written one per line."""
+    runs: list[list[tuple[int, object]]] = []
+    cur: list[tuple[int, object]] = []
+    cur_indent = None
+    for i, line in enumerate(lines):
+        m = _ITEM.match(line)
+        value = _scalar(m["scalar"]) if m else None
+        if m and value is not None and not isinstance(value, (dict, list)):
+            if cur and m["indent"] == cur_indent:
+                cur.append((i, value))
+                continue
+            if cur:
+                runs.append(cur)
+            cur, cur_indent = [(i, value)], m["indent"]
+        elif not _SKIPPED.match(line) and cur:
+            runs.append(cur)
+            cur, cur_indent = [], None
+    if cur:
+        runs.append(cur)
+    return runs
+
+
+def _lines_of(runs, want: list, source: str, what: str) -> list[int]:
+    found = [[i for i, _ in run] for run in runs if [v for _, v in run] == want]
+    if len(found) != 1:
+        raise BadInput(f"{source}: the kube-apiserver {what} is not written one item per line (as kubeadm writes "
+                       f"it); edit it by hand")
+    return found[0]
+
+
+def _command_flags(text: str, source: str) -> Manifest:
+    """The manifest read as kubelet and kube-apiserver read it, each argument tied to its line."""
     import yaml  # noqa: PLC0415
 
     try:
@@ -47,53 +121,83 @@ def _command_flags(text: str, source: str) -> tuple[list[str], dict[str, int]]:
         raise BadInput(f"{source}: not a static pod manifest (no spec.containers)")
     api = next((c for c in containers if isinstance(c, dict) and (c.get("name") == "kube-apiserver" or str(
         (c.get("command") or [""])[0]).endswith("kube-apiserver"))), None)
-    if api is None or not isinstance(api.get("command"), list):
+    if api is None or not isinstance(api.get("command"), list) or not api["command"]:
         raise BadInput(f"{source}: no kube-apiserver container with a command in this manifest")
+    extra = api.get("args") or []
+    if not isinstance(extra, list):
+        raise BadInput(f"{source}: the kube-apiserver container's args are not a list")
     lines = text.split("\n")
-    where: dict[str, int] = {}
-    for i, line in enumerate(lines):
-        m = _FLAG_LINE.match(line)
-        if m:
-            where[m["key"]] = i
-    wanted = {str(a).split("=", 1)[0][2:] for a in api["command"][1:] if str(a).startswith("--")}
-    if not wanted or not wanted <= set(where):
-        raise BadInput(f"{source}: the kube-apiserver command is not written one `- --flag=value` per line; "
-                       f"edit it by hand")
-    return lines, where
+    runs = _items(lines)
+    command = _lines_of(runs, api["command"], source, "command")
+    more = _lines_of(runs, extra, source, "args") if extra else []
+    args = list(api["command"][1:]) + list(extra)
+    return Manifest(lines, args, command[1:] + more, len(api["command"]) - 1,
+                    _ITEM.match(lines[command[0]])["indent"], command[0], flags.occurrences(args, source))
 
 
-def _value(lines: list[str], where: dict[str, int], key: str) -> str | None:
-    if key not in where:
-        return None
-    return _FLAG_LINE.match(lines[where[key]])["value"] or ""
+def _render(line: str, value: str) -> str:
+    """The list item on ``line`` holding ``value`` instead, in the same style (quotes, a trailing comment)."""
+    m = _ITEM.match(line)
+    scalar = m["scalar"]
+    if scalar[0] in "'\"":
+        q = scalar[0]
+        rest = scalar[scalar.rindex(q) + 1:]  # after the closing quote: a comment, if any
+        return m["lead"] + (f"{q}{value}{q}" if _PLAIN.match(value) else json.dumps(value)) + (
+            rest if rest.strip().startswith("#") else "")
+    comment = re.search(r"\s+#.*$", scalar)
+    return m["lead"] + (value if _PLAIN.match(value) else json.dumps(value)) + (comment.group(0) if comment else "")
+
+
+def set_flags(text: str, want: dict[str, str | None], source: str) -> str:
+    """The manifest with the two admission flags set to ``want`` (None: removed), in place: a flag is rewritten
+    where it is (in its own spelling and form, --flag=value or --flag value), a repeated one folded into its first
+    place, a new one put where kubeadm's sorted order puts it. Every other byte stays. The result is read back as
+    kube-apiserver would read it, and refused unless exactly these flags changed."""
+    m = _command_flags(text, source)
+    new: list[str | None] = list(m.lines)
+    inserts: list[tuple[int, str]] = []
+    current = m.values
+    for key in (flags.DISABLE, flags.ENABLE):
+        occs = [o for o in m.occs if o.key == key]
+        value = want.get(key)
+        if value == current.get(key) and len(occs) <= 1:
+            continue
+        for o in occs[1:] if value is not None else occs:
+            new[m.at[o.at]] = new[m.at[o.value_at]] = None
+        if value is None:
+            continue
+        if occs:
+            o = occs[0]
+            if o.at == o.value_at:
+                new[m.at[o.at]] = _render(m.lines[m.at[o.at]], f"--{o.spelled}={value}")
+            else:
+                new[m.at[o.value_at]] = _render(m.lines[m.at[o.value_at]], value)
+        else:  # where kubeadm's sorted order puts it, among the command's flags
+            named = [(flags.flag_name(a), m.at[i]) for i, a in enumerate(m.args[:m.ncmd]) if flags.flag_name(a)]
+            last = m.at[m.ncmd - 1] if m.ncmd else m.program_line
+            pos = next((line for name, line in named if name > key), last + 1)
+            inserts.append((pos, f"{m.indent}- --{key}={value}"))
+    for pos, line in sorted(inserts, reverse=True):
+        new.insert(pos, line)
+    result = "\n".join(line for line in new if line is not None)
+    after = _command_flags(result, source)
+    wanted = {k: v for k, v in want.items() if v is not None}
+    if after.rest() != m.rest() or set(after.values) != set(wanted) or not flags.same_plugins(after.values, wanted):
+        raise BadInput(f"{source}: the admission flags cannot be edited in place here; edit them by hand")
+    return result
+
+
+def _value(m: Manifest, key: str) -> str | None:
+    return m.values.get(key)
 
 
 def edit(text: str, plugins: list[str], source: str) -> tuple[str, flags.FlagChange]:
     """The new manifest text and the flag change."""
-    lines, where = _command_flags(text, source)
-    current = {k: _value(lines, where, k) for k in (flags.DISABLE, flags.ENABLE)}
-    ch = flags.disable({k: v for k, v in current.items() if v is not None}, plugins)
+    m = _command_flags(text, source)
+    ch = flags.disable(m.values, plugins)
     if not ch.changed:
         return text, ch
-    indent = _FLAG_LINE.match(lines[min(where.values())])["indent"]
-    new: list[str | None] = list(lines)
-    inserts = []
-    by_line = sorted(where.items(), key=lambda kv: kv[1])
-    for key in (flags.DISABLE, flags.ENABLE):
-        value = ch.after.get(key)
-        if value == ch.before.get(key):
-            continue
-        if value is None:
-            new[where[key]] = None
-        elif key in where:
-            new[where[key]] = f"{indent}- --{key}={value}"
-        else:  # where kubeadm's sorted order puts it
-            pos = next((i for k, i in by_line if k > key), by_line[-1][1] + 1)
-            inserts.append((pos, f"{indent}- --{key}={value}"))
-    for pos, line in sorted(inserts, reverse=True):
-        new.insert(pos, line)
-    new = [line for line in new if line is not None]
-    return "\n".join(new), ch
+    return set_flags(text, {k: ch.after.get(k) for k in (flags.DISABLE, flags.ENABLE)}, source), ch
 
 
 def write_remote(node, path: str, expected_sha: str, data: bytes, pause: float = 0.0) -> None:
@@ -102,6 +206,14 @@ def write_remote(node, path: str, expected_sha: str, data: bytes, pause: float =
 
 def read_remote(node, path: str) -> bytes:
     return nodefile.read_remote(node, path, "no such manifest (not a kubeadm control-plane node?)")
+
+
+def process_with_disable(value: str) -> str:
+    """A node-side command printing a kube-apiserver process's command line that disables exactly ``value``, in
+    any spelling kube-apiserver accepts (--disable-admission-plugins=V, --disable_admission_plugins V)."""
+    pattern = "(^| )--disable[-_]admission[-_]plugins[= ]" + re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", value) + " "
+    return ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | "
+            "grep -E '(^|/)kube-apiserver ' | grep -E -- " + shlex.quote(pattern) + " | head -1")
 
 
 def process_with_flag(flag: str) -> str:
@@ -178,24 +290,71 @@ class KubeadmFlags(nodefile.Nodes):
         flag = f"--{flags.DISABLE}={step.data['disable']}"
         host = step.data["host"]
         return nodefile.wait_until(
-            node, process_with_flag(flag), self.verify_timeout, self.on_wait,
+            node, process_with_disable(step.data["disable"]), self.verify_timeout, self.on_wait,
             f"waiting for kubelet to restart kube-apiserver with {flag} on {host}",
             f"no kube-apiserver process with {flag} within {self.verify_timeout:g}s; check `crictl ps --name "
             f"kube-apiserver` and `journalctl -u kubelet` on {host}",
             f"kube-apiserver runs with {flag}")
 
+    def _journaled(self, step: Step, backup: dict):
+        """The node and manifest of a journaled step, only if they are the ones this remedy edits (the run's
+        hosts and manifest path), never another file the journal names."""
+        d = step.data
+        host, path = d.get("host"), d.get("path")
+        if host not in self.nodes or path != self.manifest or step.target != f"{host}:{path}" \
+                or not isinstance(backup.get("manifest"), str) or not isinstance(d.get("after_sha"), str):
+            raise TamperedRun(f"step {step.id}: the journal asks to restore {step.target!r}, not the manifest this "
+                              f"run edited ({self.manifest} on {', '.join(map(str, self.nodes)) or 'no host'}); "
+                              f"refusing to write it (the run directory may have been altered)")
+        return self._node(host), path
+
     def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
-        node = self._node(step.data["host"])
+        """Put back the manifest as it was, only where the file is still what breakglass wrote and the backup
+        differs from it exactly by breakglass' change to the admission flags; with --force, take back only that
+        change (the two flags, the plugins this run disabled), keeping every later edit. Whatever the run
+        directory says, nothing else is ever written, and nowhere else."""
+        node, path = self._journaled(step, backup)
+        plugins = flags.check_plugins(self.plugins)
+        where = step.target
         original = run.read_backup(backup["manifest"], backup["manifest_sha256"])
-        current = read_remote(node, step.data["path"])
+        current = read_remote(node, path)
         if sha(current) == sha(original):
-            return RevertOutcome(step.id, ALREADY, f"{step.target} already holds the earlier manifest")
-        diff = "".join(difflib.unified_diff(step.data["after"].splitlines(True),
-                                            current.decode("utf-8", "replace").splitlines(True),
-                                            "written by breakglass", f"{step.target} now"))
-        if sha(current) != step.data["after_sha"] and not force:
-            return RevertOutcome(step.id, CONFLICT, f"{step.target} changed since the run; left as it is", diff)
+            return RevertOutcome(step.id, ALREADY, f"{where} already holds the earlier manifest")
+        now = _command_flags(textfile.decode(current, where, "a static pod manifest"), where)
+        try:
+            before = _command_flags(textfile.decode(original, f"the backup of {where}", "a static pod manifest"),
+                                    f"the backup of {where}")
+        except BadInput as e:
+            raise TamperedRun(f"{e}; refusing to restore it (the run directory may have been altered)") from None
+        ch = flags.disable(before.values, plugins)
+        made = {k: ch.after.get(k) for k in (flags.DISABLE, flags.ENABLE)}
+        if sha(current) == step.data["after_sha"]:
+            # the file is what breakglass wrote: the backup must be it with breakglass' change undone, and only that
+            if before.other_lines() != now.other_lines() or not flags.same_plugins(now.values, made):
+                raise TamperedRun(f"{where}: the backup differs from the manifest in more than the admission flags "
+                                  f"breakglass changed; refusing to restore it (the run directory may have been "
+                                  f"altered)")
+            if dry_run:
+                return RevertOutcome(step.id, RESTORED, f"would restore {where} byte for byte ({len(original)} bytes)")
+            write_remote(node, path, sha(current), original)
+            return RevertOutcome(step.id, RESTORED, f"{where} restored byte for byte as it was before the run")
+        diff = "".join(difflib.unified_diff(step.data["after"].splitlines(True) if isinstance(
+            step.data.get("after"), str) else [], current.decode("utf-8", "replace").splitlines(True),
+            "written by breakglass", f"{where} now"))
+        if not force:
+            return RevertOutcome(step.id, CONFLICT, f"{where} changed since the run; left as it is", diff)
+        # --force on a manifest changed since: only breakglass' own change to the two flags is taken back
+        want = flags.undo(now.values, before.values, plugins)
+        if flags.same_plugins(want, now.values):
+            return RevertOutcome(step.id, ALREADY, f"{where}: none of breakglass' change to the admission flags is "
+                                                   f"left (it changed since); left as it is", diff)
+        text = "\n".join(now.lines)  # the manifest now, as decoded
+        new = set_flags(text, want, where)
+        change = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True), f"{where} now",
+                                              f"{where} reverted"))
         if dry_run:
-            return RevertOutcome(step.id, RESTORED, f"would restore {step.target} ({len(original)} bytes)", diff)
-        write_remote(node, step.data["path"], sha(current), original)
-        return RevertOutcome(step.id, RESTORED, f"{step.target} restored")
+            return RevertOutcome(step.id, RESTORED, f"would take back only breakglass' change to the admission flags "
+                                                    f"of {where} (--force)", change)
+        write_remote(node, path, sha(current), new.encode())
+        return RevertOutcome(step.id, RESTORED, f"{where}: only breakglass' change to the admission flags taken back "
+                                                f"(--force; the manifest's other changes since stay)", change)

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 
 from breakglass.heal import bootstrap
 
 from breakglass.webhooks import vendors
 from breakglass.core.errors import BadInput, PreconditionFailed
-from breakglass.core.journal import Run
+from breakglass.core.journal import Run, TamperedRun
 from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
 from breakglass.ways.etcd_delete import parse_ref
 from breakglass.webhooks import audit, backend, model, resolve, sources
@@ -30,6 +31,7 @@ from breakglass.webhooks import audit, backend, model, resolve, sources
 API = "/apis/admissionregistration.k8s.io/v1/"
 ACTIONS = ("ignore", "exclude", "delete")
 KINDS = (model.VALIDATING, model.MUTATING, model.VAP_BINDING)
+_OP_PATH = re.compile(r"/webhooks/(?P<i>0|[1-9][0-9]*)/(?P<field>failurePolicy|matchConditions)(?P<end>/-)?")
 _SERVER_SET = ("resourceVersion", "uid", "managedFields", "creationTimestamp", "generation", "selfLink")
 
 
@@ -258,9 +260,9 @@ class KubeapiPatch:
         back in the path re-arms a webhook that cannot answer), or None. A safety check, not a conflict: the
         driver asks before it journals anything."""
         d = step.data
+        original = self._backup_of(step, backup, run)
         if d["kind"] == model.VAP_BINDING:
             return None
-        original = json.loads(run.read_backup(backup["object"], backup["object_sha256"]))
         down = self._backend_ready(original)
         if not down or (d["action"] == "delete" and self._get(d["kind"], d["name"]) is not None):
             return None
@@ -268,54 +270,171 @@ class KubeapiPatch:
         return f"{step.target}: the webhook's backend is not ready (service {', '.join(down)} has no ready " \
                f"endpoints); check with: {checks}"
 
-    def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
-        from breakglass.ways.kubeapi_ops import apply_ops  # noqa: PLC0415
-
+    # -- what a journal may ask revert to do -------------------------------------------------------------
+    def _backup_of(self, step: Step, backup: dict, run: Run) -> dict:
+        """The backed-up object, only if it is the one this step changed: the step's kind, name, uid and
+        resourceVersion, and the step one this remedy makes (its action, its target's name)."""
         d = step.data
-        original = json.loads(run.read_backup(backup["object"], backup["object_sha256"]))
+        kind, name = d.get("kind"), d.get("name")
+        if kind not in KINDS or not isinstance(name, str) or step.target != f"{model.KIND_NAME[kind]}/{name}" \
+                or d.get("action") not in ACTIONS or d["action"] != self.action \
+                or step.action != ("delete" if d["action"] == "delete" else "patch"):
+            raise TamperedRun(f"step {step.id}: the journal's step for {step.target!r} is not one this run's "
+                              f"--action {self.action} makes; refusing to replay it")
+        try:
+            original = json.loads(run.read_backup(backup["object"], backup["object_sha256"]))
+        except (KeyError, TypeError, ValueError):
+            raise TamperedRun(f"step {step.id}: the journal names no readable backup of {step.target}") from None
+        meta = original.get("metadata") if isinstance(original, dict) else None
+        if not isinstance(meta, dict) or original.get("kind") != model.KIND_NAME[kind] or meta.get("name") != name \
+                or meta.get("uid") != d.get("uid") or meta.get("resourceVersion") != d.get("rv"):
+            raise TamperedRun(f"step {step.id}: the backup is not {step.target} as the run read it (kind, name, uid "
+                              f"or resourceVersion differ); refusing to replay it (the run directory may have been "
+                              f"altered)")
+        return original
+
+    def _journaled_changes(self, step: Step, original: dict) -> list[tuple[str | None, str, object]]:
+        """What the step's patch did, as (webhook name, field, what it wrote), from the journal's operations, only
+        if each is one this remedy makes on the backed-up object: failurePolicy Ignore, breakglass' own
+        matchConditions, a binding's validationActions Audit. Anything else (a clientConfig, a rule, another
+        index) is refused: revert never replays what the journal merely says."""
+        ops = step.data.get("ops")
+        hooks = original.get("webhooks") if isinstance(original.get("webhooks"), list) else []
+        out: list[tuple[str | None, str, object]] = []
+        ours = {audit.CONDITION_SELF, audit.CONDITION_KINDS}
+
+        def refuse(op) -> TamperedRun:
+            return TamperedRun(f"step {step.id}: the journal's patch of {step.target} holds an operation breakglass "
+                               f"never makes ({json.dumps(op)[:120]}); refusing to replay it")
+
+        for op in ops if isinstance(ops, list) else [ops]:
+            if not isinstance(op, dict) or set(op) != {"op", "path", "value"} or op["op"] != "add":
+                raise refuse(op)
+            if step.data["kind"] == model.VAP_BINDING:
+                if op["path"] != "/spec/validationActions" or op["value"] != ["Audit"]:
+                    raise refuse(op)
+                out.append((None, "validationActions", ["Audit"]))
+                continue
+            m = _OP_PATH.fullmatch(str(op["path"]))
+            i = int(m["i"]) if m and len(m["i"]) < 6 else -1
+            if not m or not 0 <= i < len(hooks) or not isinstance(hooks[i], dict):
+                raise refuse(op)
+            hook, field = hooks[i].get("name"), m["field"]
+            if field == "failurePolicy" and not m["end"] and op["value"] == "Ignore":
+                out.append((hook, field, "Ignore"))
+                continue
+            conds = op["value"] if not m["end"] else [op["value"]]
+            if field == "matchConditions" and bool(m["end"]) == ("matchConditions" in hooks[i]) \
+                    and isinstance(conds, list) and conds \
+                    and all(isinstance(c, dict) and c.get("name") in ours for c in conds):
+                out.append((hook, field, [c["name"] for c in conds]))
+                continue
+            raise refuse(op)
+        if not out:
+            raise TamperedRun(f"step {step.id}: the journal's patch of {step.target} holds no operation")
+        return out
+
+    def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
+        d = step.data
+        original = self._backup_of(step, backup, run)
+        changes = [] if d["action"] == "delete" else self._journaled_changes(step, original)
         cur = self._get(d["kind"], d["name"])
         if d["action"] == "delete":
-            fresh = json.loads(json.dumps(original))
-            for k in _SERVER_SET:
-                fresh["metadata"].pop(k, None)
-            fresh.pop("status", None)
-            if cur is None:
-                if dry_run:
-                    return RevertOutcome(step.id, RESTORED, f"would re-create {step.target}")
-                status, doc = self.api.request("POST", self._path(d["kind"]), fresh)
-                if status == 201 or status == 200:
-                    return RevertOutcome(step.id, RESTORED, f"re-created {step.target}")
-                if status != 409:
-                    raise PreconditionFailed(f"POST {step.target}: HTTP {status} {doc.get('message', '')}")
-                cur = self._get(d["kind"], d["name"])
-            if _content(cur) == _content(original):
-                return RevertOutcome(step.id, ALREADY, f"{step.target} exists again with the backed-up content")
-            diff = _diff(original, cur, "backup", f"{step.target} now")
-            if not force:
-                return RevertOutcome(step.id, CONFLICT, f"{step.target} was recreated (by an operator?) and differs "
-                                                        f"from the backup; left as it is", diff)
-            fresh["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
-            if dry_run:
-                return RevertOutcome(step.id, RESTORED, f"would replace {step.target} (--force)", diff)
-            status, doc = self.api.request("PUT", self._path(d["kind"], d["name"]), fresh)
-            if status != 200:
-                raise PreconditionFailed(f"PUT {step.target}: HTTP {status} {doc.get('message', '')}")
-            return RevertOutcome(step.id, RESTORED, f"replaced {step.target} with the backup (--force)", diff)
-        # a patch: undo it only on the version breakglass wrote
+            return self._recreate(step, original, cur, force, dry_run)
+        # a patch: undo it only on the version breakglass wrote (or, with --force, on whatever is there now)
         if cur is None:
             return RevertOutcome(step.id, CONFLICT, f"{step.target} no longer exists; nothing to re-patch")
         if _content(cur) == _content(original):
             return RevertOutcome(step.id, ALREADY, f"{step.target} already matches the backup")
-        rv_after = backup.get("rv_after")
-        if cur["metadata"].get("resourceVersion") != rv_after and not force:
+        if cur["metadata"].get("resourceVersion") != backup.get("rv_after") and not force:
+            from breakglass.ways.kubeapi_ops import apply_ops  # noqa: PLC0415
+
             return RevertOutcome(step.id, CONFLICT, f"{step.target} changed since the run; left as it is",
                                  _diff(apply_ops(original, d["ops"]), cur, "written by breakglass", "now"))
-        ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": cur["metadata"]["resourceVersion"]}]
-        ops += d["reverse"]
+        ops, done, gone = self._inverse(original, cur, changes)
+        if not done:
+            why = f"webhook(s) {', '.join(gone)} no longer in it" if gone else "none of breakglass' change is left"
+            return RevertOutcome(step.id, CONFLICT if gone else ALREADY, f"{step.target}: {why}; left as it is")
+        said = "; ".join(done) + (f"; not found by name, left alone: {', '.join(gone)}" if gone else "")
         if dry_run:
-            return RevertOutcome(step.id, RESTORED, f"would re-patch {step.target}")
+            return RevertOutcome(step.id, RESTORED, f"would re-patch {step.target}: {said}")
         status, doc = self.api.request("PATCH", self._path(d["kind"], d["name"]), ops,
                                        content_type="application/json-patch+json")
+        if status in (409, 422):
+            raise PreconditionFailed(f"{step.target} changed while reverting (the webhooks moved or were renamed); "
+                                     f"nothing re-patched, rerun revert")
         if status != 200:
             raise PreconditionFailed(f"re-patching {step.target}: HTTP {status} {doc.get('message', '')}")
-        return RevertOutcome(step.id, RESTORED, f"{step.target} re-patched to its earlier values")
+        return RevertOutcome(step.id, RESTORED, f"{step.target} re-patched: {said}")
+
+    def _inverse(self, original: dict, cur: dict, changes) -> tuple[list, list[str], list[str]]:
+        """The JSON patch undoing ``changes`` on ``cur``, each webhook found by its name now (a ``test`` of the
+        name at that index before each change, so a webhook inserted or moved since is never the one patched);
+        what it does, said per webhook; and the webhooks no longer there."""
+        ops: list = [{"op": "test", "path": "/metadata/resourceVersion", "value": cur["metadata"]["resourceVersion"]}]
+        done: list[str] = []
+        gone: list[str] = []
+        if any(hook is None for hook, _, _ in changes):  # a binding
+            before = (original.get("spec") or {}).get("validationActions")
+            if (cur.get("spec") or {}).get("validationActions") != before:
+                ops.append({"op": "add", "path": "/spec/validationActions", "value": before} if before is not None
+                           else {"op": "remove", "path": "/spec/validationActions"})
+                done.append(f"validationActions back to {before}")
+            return ops, done, gone
+        now = {w.get("name"): i for i, w in reversed(list(enumerate(cur.get("webhooks") or [])))}
+        was = {w.get("name"): w for w in original.get("webhooks") or [] if isinstance(w, dict)}
+        merged: dict[tuple, list] = {}  # one change per webhook and field (exclude adds conditions one op each)
+        for hook, field, written in changes:
+            merged.setdefault((hook, field), []).extend(written if isinstance(written, list) else [written])
+        for (hook, field), written in merged.items():
+            i = now.get(hook)
+            if i is None:
+                gone.append(str(hook))
+                continue
+            w, ow = cur["webhooks"][i], was.get(hook) or {}
+            path = f"/webhooks/{i}/{field}"
+            if field == "failurePolicy":
+                if w.get("failurePolicy") == ow.get("failurePolicy", "Fail"):
+                    continue
+                ops += [{"op": "test", "path": f"/webhooks/{i}/name", "value": hook},
+                        {"op": "add", "path": path, "value": ow.get("failurePolicy", "Fail")}]
+                done.append(f"webhook {hook} failurePolicy back to {ow.get('failurePolicy', 'Fail')}")
+            else:
+                conds = w.get("matchConditions") or []
+                keep = [c for c in conds if c.get("name") not in written]
+                if len(keep) == len(conds):
+                    continue
+                ops.append({"op": "test", "path": f"/webhooks/{i}/name", "value": hook})
+                ops.append({"op": "add", "path": path, "value": keep} if keep or "matchConditions" in ow
+                           else {"op": "remove", "path": path})
+                done.append(f"webhook {hook} matchConditions {', '.join(written)} removed")
+        return ops, done, gone
+
+    def _recreate(self, step: Step, original: dict, cur: dict | None, force: bool, dry_run: bool) -> RevertOutcome:
+        d = step.data
+        fresh = json.loads(json.dumps(original))
+        for k in _SERVER_SET:
+            fresh["metadata"].pop(k, None)
+        fresh.pop("status", None)
+        if cur is None:
+            if dry_run:
+                return RevertOutcome(step.id, RESTORED, f"would re-create {step.target}")
+            status, doc = self.api.request("POST", self._path(d["kind"]), fresh)
+            if status == 201 or status == 200:
+                return RevertOutcome(step.id, RESTORED, f"re-created {step.target}")
+            if status != 409:
+                raise PreconditionFailed(f"POST {step.target}: HTTP {status} {doc.get('message', '')}")
+            cur = self._get(d["kind"], d["name"])
+        if _content(cur) == _content(original):
+            return RevertOutcome(step.id, ALREADY, f"{step.target} exists again with the backed-up content")
+        diff = _diff(original, cur, "backup", f"{step.target} now")
+        if not force:
+            return RevertOutcome(step.id, CONFLICT, f"{step.target} was recreated (by an operator?) and differs "
+                                                    f"from the backup; left as it is", diff)
+        fresh["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+        if dry_run:
+            return RevertOutcome(step.id, RESTORED, f"would replace {step.target} (--force)", diff)
+        status, doc = self.api.request("PUT", self._path(d["kind"], d["name"]), fresh)
+        if status != 200:
+            raise PreconditionFailed(f"PUT {step.target}: HTTP {status} {doc.get('message', '')}")
+        return RevertOutcome(step.id, RESTORED, f"replaced {step.target} with the backup (--force)", diff)
