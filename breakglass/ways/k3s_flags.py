@@ -9,6 +9,12 @@ whole); writes are atomic, compare-before-write, never through a link (remedies.
 ``systemctl restart k3s`` (or ``rke2-server``) and a wait for evidence that the flag is in effect: a
 kube-apiserver process carrying it (RKE2's static pod) or k3s' own ``Running kube-apiserver`` journal line.
 
+A config file holds the cluster token, the agent token and the datastore's password: neither the plan (its
+diff, its data), nor the JSON output, nor the run's journal holds its text. The diff shows kube-apiserver-arg
+lines only (k3s.config.shown_diff); the journal keeps the sha256 of the file before and after and the edited
+items (their place, their value before and after), and apply makes the edit again from those on the file as it
+is (which must still have the sha256 it was planned on, and gives the planned sha256 or nothing is written).
+
 Revert: the drop-in goes only if it still holds what breakglass wrote; an edited file gets its backed-up bytes
 when it still holds exactly what breakglass wrote, else only breakglass' own lines are taken back (when they
 are intact), else it is left alone with a diff (exit 4). Every file is checked before any is written, and the
@@ -74,17 +80,47 @@ def read_command_line(node, service: str) -> tuple[list[k3s.Item], str]:
     r = node.run(f"systemctl cat -- {shlex.quote(service + '.service')}", timeout=30)
     if r.rc != 0:
         return [], f"{node.host}: `systemctl cat {service}` failed; flags in its ExecStart were not checked"
+    unit = service + ".service"
     try:
-        start = k3s_unit.exec_start(textfile.decode(r.out, f"{node.host}: systemctl cat {service}", "a unit"))
+        text = textfile.decode(r.out, f"{node.host}: systemctl cat {service}", "a unit")
     except BadInput as e:  # not text: the same as a unit that cannot be shown
         return [], f"{e}; flags in its ExecStart were not checked"
+    start = k3s_unit.exec_start(text, unit=unit)
     if start is None:
         return [], ""
     if start.unparsed:
         raise PreconditionFailed(f"{node.host}:{start.path}: ExecStart does not parse ({start.unparsed}); check "
                                  f"its flags by hand")
+    notes = []
+    if start.variables and k3s_unit.environment_files(text, unit):
+        # systemd puts the unit's environment in: read its EnvironmentFile= files (they hold K3S_TOKEN and the
+        # like: read here, never shown), then split the command line again
+        files, unread = _environment_files(node, text, unit)
+        start = k3s_unit.exec_start(text, files, unit)
+        notes += unread
+    if start.undefined:
+        notes.append(f"{node.host}: the {service} unit's ExecStart uses ${', $'.join(sorted(set(start.undefined)))}, "
+                     f"which the unit does not set (taken as empty; flags in it were not checked)")
     where = f"{start.path} (ExecStart)"
-    return [k3s.Item(v, where) for v in k3s_unit.apiserver_args(start.argv)], ""
+    return [k3s.Item(v, where) for v in k3s_unit.apiserver_args(start.argv)], "; ".join(notes)
+
+
+def _environment_files(node, text: str, unit: str) -> tuple[dict[str, str | None], list[str]]:
+    """The unit's EnvironmentFile= texts (path -> text, None when missing), and what could not be read."""
+    files: dict[str, str | None] = {}
+    unread = []
+    for path, optional in k3s_unit.environment_files(text, unit):
+        try:
+            raw = nodefile.read_optional(node, path)
+            files[path] = None if raw is None else textfile.decode(raw, f"{node.host}:{path}", "an environment file")
+        except (BadInput, Unreachable) as e:
+            files[path] = None
+            unread.append(f"{e}; variables from it in ExecStart were not checked")
+            continue
+        if raw is None and not optional:
+            unread.append(f"{node.host}:{path} (EnvironmentFile= of {unit}) does not exist: systemd does not start "
+                          f"the unit so")
+    return files, unread
 
 
 def _read(node, path: str, link: bool) -> k3s.ConfigFile:
@@ -92,12 +128,9 @@ def _read(node, path: str, link: bool) -> k3s.ConfigFile:
     return k3s.ConfigFile(path, textfile.decode(raw, f"{node.host}:{path}", "a k3s config file"), link)
 
 
-def _diff(path: str, old: str | None, new: str | None) -> str:
-    a = [] if old is None else old.splitlines(True)
-    b = [] if new is None else new.splitlines(True)
-    # no context lines: a k3s config holds the cluster token, only our own lines are shown
-    return "".join(difflib.unified_diff(a, b, "/dev/null" if old is None else path,
-                                        "/dev/null" if new is None else f"{path} (new)", n=0))
+def _own_diff(path: str, new: str) -> str:
+    """The diff that makes breakglass' own drop-in: its text is ours, shown whole."""
+    return "".join(difflib.unified_diff([], new.splitlines(True), "/dev/null", f"{path} (new)", n=0))
 
 
 class K3sFlags(nodefile.Nodes):
@@ -169,16 +202,18 @@ class K3sFlags(nodefile.Nodes):
                                          f"through one: pass the real directory with --drop-in-dir")
             entries, diffs = [], []
             for e in change.edits:
+                # never the file's text: it holds the cluster's secrets (apply makes the edit again, redo_items)
+                edited = k3s.edited_items(e.before, e.after, e.path)
                 entries.append({"kind": "edit", "path": e.path, "before_sha": sha(e.before.encode()),
-                                "after": e.after, "after_sha": sha(e.after.encode()),
-                                "items": _edited_items(e.before, e.after, e.path)})
-                diffs.append(_diff(f"{host}:{e.path}", e.before, e.after))
+                                "after_sha": sha(e.after.encode()), "items": [[b, a] for _, b, a in edited],
+                                "at": [i for i, _, _ in edited]})
+                diffs.append(k3s.shown_diff(f"{host}:{e.path}", e.before, e.after))
             if change.dropin:
                 # a directory breakglass makes goes again with its drop-in
                 entries.append({"kind": "dropin", "path": change.dropin, "before_sha": ABSENT,
                                 "after": change.dropin_text, "after_sha": sha(change.dropin_text.encode()),
                                 "made_dir": dir_state == "-"})
-                diffs.append(_diff(f"{host}:{change.dropin}", None, change.dropin_text))
+                diffs.append(_own_diff(f"{host}:{change.dropin}", change.dropin_text))
             what = f"disable {','.join(change.disabled)}" if change.disabled else "stop enabling"
             restart = f", restart {self.distro.service}" if self.restart else ""
             steps.append(Step(
@@ -212,7 +247,8 @@ class K3sFlags(nodefile.Nodes):
         node = self._node(step.data["host"])
         pause = float(os.environ.get("BREAKGLASS_TEST_PAUSE", "0") or 0)
         for f in step.data["files"]:
-            nodefile.write_remote(node, f["path"], f["before_sha"], f["after"].encode(), pause, refuse_links=True)
+            data = f["after"].encode() if f["kind"] == "dropin" else self._redo(node, step.data["host"], f)
+            nodefile.write_remote(node, f["path"], f["before_sha"], data, pause, refuse_links=True)
         if not step.data.get("restart"):
             return None
         res = self._restart(node)
@@ -275,7 +311,7 @@ class K3sFlags(nodefile.Nodes):
                 todo.append((f, raw, None if f["kind"] == "dropin" else self._original(run, b)))
                 continue
             if f["kind"] == "dropin":
-                diff = _diff(where, f["after"], raw.decode("utf-8", "replace") if raw is not None else None)
+                diff = k3s.shown_diff(where, f["after"], raw.decode("utf-8", "replace") if raw is not None else None)
                 if force:
                     todo.append((f, raw, None))
                 else:
@@ -288,8 +324,9 @@ class K3sFlags(nodefile.Nodes):
             elif force and raw is not None:
                 todo.append((f, raw, original))
             else:
-                conflicts.append((where, _diff(where, f["after"], raw.decode("utf-8", "replace")
-                                               if raw is not None else None)))
+                written = _redone(original, f)
+                conflicts.append((where, k3s.shown_diff(where, written.decode("utf-8", "replace") if written else "",
+                                                        raw.decode("utf-8", "replace") if raw is not None else None)))
         if conflicts:
             return RevertOutcome(step.id, CONFLICT, f"{', '.join(w for w, _ in conflicts)} changed since the run; "
                                                     f"nothing on {host} was reverted", "".join(d for _, d in conflicts))
@@ -315,17 +352,43 @@ class K3sFlags(nodefile.Nodes):
         return RevertOutcome(step.id, RESTORED, detail)
 
     @staticmethod
+    def _redo(node, host: str, f: dict) -> bytes:
+        """The planned edit made again on the file as it is now, which must be the file it was planned on."""
+        raw = nodefile.read_remote(node, f["path"])
+        if sha(raw) != f["before_sha"]:
+            raise PreconditionFailed(f"{host}:{f['path']} changed since it was read; nothing was written")
+        data = _redone(raw, f)
+        if data is None:
+            raise PreconditionFailed(f"{host}:{f['path']}: the edit made again does not give the planned bytes; "
+                                     f"nothing was written")
+        return data
+
+    @staticmethod
     def _original(run: Run, b: dict) -> bytes:
         if not b.get("backup"):
             raise JournalError("the journal has no backup of an edited k3s config file; refusing to guess it")
         return run.read_backup(b["backup"], b.get("backup_sha256"))
 
 
-def _edited_items(before: str, after: str, path: str) -> list[list[str]]:
-    """(value before, value after) of each kube-apiserver-arg item the edit changed, in file order."""
-    old = [it.value for _, items in k3s.entries(k3s.ConfigFile(path, before)) for it in items]
-    new = [it.value for _, items in k3s.entries(k3s.ConfigFile(path, after)) for it in items]
-    return [[a, b] for a, b in zip(old, new) if a != b]
+def _changes(f: dict) -> list[tuple[int, str, str]] | None:
+    """The journal's edited items as (place, before, after); None for a journal without their places."""
+    at = f.get("at")
+    if not isinstance(at, list) or len(at) != len(f.get("items") or []):
+        return None
+    return [(i, before, after) for i, (before, after) in zip(at, f["items"])]
+
+
+def _redone(original: bytes, f: dict) -> bytes | None:
+    """The bytes breakglass wrote (the journal's edit made again on the backed-up original), or None when that
+    does not give the sha256 it wrote."""
+    changes = _changes(f)
+    if changes is None:
+        return None
+    try:
+        data = k3s.redo_items(original.decode("utf-8"), changes, f["path"]).encode()
+    except (BadInput, PreconditionFailed, UnicodeDecodeError):
+        return None
+    return data if sha(data) == f["after_sha"] else None
 
 
 def _own_lines_back(current: str | None, f: dict) -> str | None:
@@ -333,7 +396,10 @@ def _own_lines_back(current: str | None, f: dict) -> str | None:
     values, the rest of its bytes as they are now; None when those items no longer hold what breakglass wrote."""
     if current is None or not f.get("items"):
         return None
-    items = [it for _, its in k3s.entries(k3s.ConfigFile(f["path"], current)) for it in its]
+    try:
+        items = k3s.file_items(k3s.ConfigFile(f["path"], current))
+    except (BadInput, PreconditionFailed):
+        return None
     found, at = [], 0
     for before, after in f["items"]:
         while at < len(items) and items[at].value != after:
@@ -355,13 +421,35 @@ def _journaled(step: Step, remedy: K3sFlags) -> list[dict]:
     ok = isinstance(files, list) and files and isinstance(step.data.get("host"), str)
     for f in files or []:
         ok = ok and isinstance(f, dict) and f.get("kind") in ("dropin", "edit") and isinstance(f.get("path"), str) \
-            and f["path"].startswith("/") and isinstance(f.get("after"), str) \
+            and f["path"].startswith("/") \
             and isinstance(f.get("before_sha"), str) and isinstance(f.get("after_sha"), str)
         if ok and f["kind"] == "dropin":
             ok = f["before_sha"] == ABSENT and os.path.dirname(f["path"]) == remedy.dropin_dir.rstrip("/") \
-                and os.path.basename(f["path"]) in k3s.DROPIN_NAMES and f["after"].startswith("# Written by breakglass")
+                and os.path.basename(f["path"]) in k3s.DROPIN_NAMES and _is_own_dropin(f.get("after"))
         if ok and f["kind"] == "edit":
-            ok = f["path"] == remedy.config or os.path.dirname(f["path"]) == remedy.dropin_dir.rstrip("/")
+            ok = (f["path"] == remedy.config or os.path.dirname(f["path"]) == remedy.dropin_dir.rstrip("/")) \
+                and _only_enable_items(f.get("items"))
     if not ok:
         raise JournalError(f"the journal's step {step.id} holds changes breakglass never makes; refusing to replay it")
     return files
+
+
+def _is_own_dropin(text) -> bool:
+    """Exactly the text breakglass writes as its drop-in (for some plugins and service)."""
+    if not isinstance(text, str) or not text.startswith("# Written by breakglass"):
+        return False
+    last = text.rstrip("\n").rsplit("\n", 1)[-1]
+    prefix = f"  - {flags.DISABLE}="
+    if not last.startswith(prefix):
+        return False
+    plugins = last[len(prefix):].split(",")
+    return any(text == k3s.dropin_text(plugins, d.service) for d in (k3s.distro("k3s"), k3s.distro("rke2")))
+
+
+def _only_enable_items(items) -> bool:
+    """An edit breakglass makes changes enable-admission-plugins items only (their values before and after)."""
+    def enables(v) -> bool:
+        return isinstance(v, str) and k3s.normalised(k3s.split_arg(v)[0]) == flags.ENABLE
+
+    return isinstance(items, list) and bool(items) and all(
+        isinstance(p, list) and len(p) == 2 and enables(p[0]) and enables(p[1]) for p in items)
