@@ -47,6 +47,10 @@ def test_k3s_configs_refuse_aliases_past_the_budget():
 def test_textedit_refuses_aliases_past_the_budget():
     with pytest.raises(BadInput, match=r"^/t/cp.yaml: line \d+: YAML aliases stand for more than"):
         textedit.apply(laughs(5) + TALOS_TAIL, textedit.LEGACY, {"disable-admission-plugins": VWH}, "/t/cp.yaml")
+    # an anchor named again in a later document, its alias inside it: endless, refused (not a RecursionError)
+    with pytest.raises(BadInput, match="inside the node it names"):
+        textedit.apply("a: &a [1]\n---\nb: &a [*a]\n" + TALOS_TAIL, textedit.LEGACY,
+                       {"disable-admission-plugins": VWH}, "/t/cp.yaml")
     out = textedit.apply(laughs(2) + TALOS_TAIL, textedit.LEGACY, {"disable-admission-plugins": VWH}, "/t/cp.yaml")
     assert f"disable-admission-plugins: {VWH}" in out
 

@@ -234,6 +234,8 @@ class AliasBudget:
 
         if not hasattr(self, "bg_frames"):
             self.bg_frames, self.bg_sizes, self.bg_expanded = [0], {}, 0
+        if parent is None:  # a document's root: its anchors are its own (an alias never names another's)
+            self.bg_sizes = {}
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
             size = self.bg_sizes.get(event.anchor)
