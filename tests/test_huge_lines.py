@@ -232,3 +232,24 @@ def test_a_json_line_nested_100000_deep_stays_cheap(tmp_path, one_pass):
 
     assert _regex_calls(scan) < 50
     assert [x.audit_id for x in rep.leaks] == ["a1"] and rep.lines_too_deep == 1
+
+
+@pytest.mark.parametrize("line", [
+    lb.fail_closed("a.b", "EOF"), 'admission webhook "h" denied the request: no', 'rejected by webhook "h": x',
+    "Panic calling webhook, failing open h: x", 'PostStartHook "h" failed: x', "Context canceled when calling webhook h",
+    "failed to renew lease kube-system/kube-scheduler: x", "ValidatingAdmissionPolicy 'p' denied request: x",
+    "unable to create PriorityClass system-node-critical: x", "[-]poststarthook/h failed: reason withheld"])
+def test_a_long_message_is_classified_as_word_by_word(monkeypatch, line):
+    """Past 16 KiB (a huge line's 64 KiB windows) the signatures' words are found in one Hyperscan pass, not one
+    ``in`` per word: the same events either way, wherever in the message the line is."""
+    from breakglass.diagnose import signatures
+    from breakglass.logs import formats
+
+    for at in (0, 9000, 20000):
+        rec = formats.parse_record("x " * at + line + " y" * 10000, "x", 1, 1, 2026)
+        assert len(rec.message) >= signatures._Present.BIG
+        one_pass = [(e.kind, e.webhook, e.hook, e.detail) for e in signatures.classify(rec)]
+        monkeypatch.setattr(signatures._Present, "BIG", 1 << 40)
+        by_word = [(e.kind, e.webhook, e.hook, e.detail) for e in signatures.classify(rec)]
+        monkeypatch.undo()
+        assert one_pass == by_word and one_pass, line
