@@ -1,0 +1,143 @@
+"""Text that fits the terminal: its width, prose folded at word boundaries, tables folded to fit.
+
+Words are never split: a line breaks at white space (and, inside a table cell, after a comma or a
+semicolon), and a word longer than the line stays whole on a line of its own, for the terminal to fold.
+Diffs, commands and code are not prose: callers keep them whole (splitting one would change what it says).
+Everything here escapes untrusted text first (``breakglass.core.safetext``), so widths are of what is shown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import unicodedata
+
+from breakglass.core.safetext import printable
+
+PIPED = 100  # stdout is a file or a pipe: the same text every time, whatever terminal started it
+NARROWEST, WIDEST = 40, 200  # narrower is unusable; prose wider than this is hard to read
+
+
+def width(stream=None) -> int:
+    """Columns to fit: $COLUMNS when set (as shutil reads it), else the terminal ``stream`` (stdout) is on,
+    else ``PIPED``."""
+    cols = 0
+    env = os.environ.get("COLUMNS", "").strip()
+    if env.isdigit():
+        cols = int(env)
+    if cols <= 0:
+        stream = sys.stdout if stream is None else stream
+        try:
+            cols = os.get_terminal_size(stream.fileno()).columns if stream.isatty() else 0
+        except (AttributeError, OSError, ValueError):  # no fileno (a test's buffer), closed, not a terminal
+            cols = 0
+    return max(NARROWEST, min(cols or PIPED, WIDEST))
+
+
+def cells(text: str) -> int:
+    """Terminal columns ``text`` takes: East Asian wide characters two, combining marks none."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
+
+
+_SPACE_OR_WORD = re.compile(r"\s+|\S+")
+_AFTER_PUNCT = re.compile(r"(?<=[,;])(?=.)")
+
+
+def _pieces(text: str, punct: bool) -> list[tuple[str, str]]:
+    """(separator, piece) pairs: a line may break at a separator; a separator of "" (after a comma) joins."""
+    out, sep = [], ""
+    for tok in _SPACE_OR_WORD.findall(text):
+        if tok.isspace():  # only U+0020 is left: printable() escaped every other kind of space
+            sep = tok
+            continue
+        parts = _AFTER_PUNCT.split(tok) if punct else [tok]
+        out.append((sep if out else "", parts[0]))
+        out += [("", p) for p in parts[1:]]
+        sep = ""
+    return out
+
+
+def fold(text: str, columns: int, indent: str = "", hang: str | None = None, punct: bool = False) -> list[str]:
+    """``text`` (escaped) in lines of at most ``columns``, the first after ``indent``, the rest after ``hang``
+    (default: ``indent``); breaks at white space, and after , and ; with ``punct``. Never an empty list."""
+    hang = indent if hang is None else hang
+    lines: list[str] = []
+    line, used, empty = indent, cells(indent), True
+    for sep, piece in _pieces(printable(text), punct):
+        w = cells(piece)
+        if empty:
+            line, used, empty = line + piece, used + w, False
+        elif used + cells(sep) + w <= columns:
+            line, used = line + sep + piece, used + cells(sep) + w
+        else:
+            lines.append(line.rstrip())
+            line, used = hang + piece, cells(hang) + w
+    lines.append(line.rstrip())
+    return lines
+
+
+def pair(key: str, value: str, columns: int, indent: str = "", key_cells: int = 0, punct: bool = False) -> list[str]:
+    """``key: value``, the key padded to ``key_cells``, the value folded under itself."""
+    head = f"{indent}{key + ':':<{key_cells}}"
+    if not head.endswith(" "):
+        head += " "
+    return fold(value, columns, head, " " * cells(head), punct)
+
+
+def _cell_lines(text: str, w: int) -> list[str]:
+    return fold(text, w, punct=True)
+
+
+def _longest_piece(text: str) -> int:
+    return max((cells(p) for _, p in _pieces(text, True)), default=0)
+
+
+def table(headers: list[str], rows: list[list[str]], columns: int, gap: int = 2, indent: str = "") -> list[str]:
+    """Rows under headers, in columns as kubectl prints them when they fit in ``columns``. When they do not,
+    the widest columns get narrower and their cells fold inside them (at spaces, after commas), never
+    inside a word; when even that cannot fit (a column's longest word is too wide), one block per row,
+    a ``HEADER: value`` line per column and a blank line between rows, as kubectl describe reads."""
+    headers = [printable(h) for h in headers]
+    rows = [[printable(c) for c in r] for r in rows]
+    room = columns - cells(indent) - gap * (len(headers) - 1)
+    natural = [max([cells(h)] + [cells(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    if sum(natural) <= room:
+        return [_row([[h] for h in headers], natural, gap, indent)[0]] + \
+               [_row([[c] for c in r], natural, gap, indent)[0] for r in rows]
+    least = [max([_longest_piece(h)] + [_longest_piece(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    if sum(least) > room:
+        return blocks(headers, rows, columns, indent)
+    widths = list(natural)
+    while sum(widths) > room:  # narrow the widest column that can still lose a column
+        i = max((j for j in range(len(widths)) if widths[j] > least[j]), key=lambda j: widths[j])
+        widths[i] -= 1
+    out = _row([_cell_lines(h, w) for h, w in zip(headers, widths)], widths, gap, indent)
+    for r in rows:
+        out += _row([_cell_lines(c, w) for c, w in zip(r, widths)], widths, gap, indent)
+    return out
+
+
+def _row(cell_lines: list[list[str]], widths: list[int], gap: int, indent: str) -> list[str]:
+    height = max(len(c) for c in cell_lines)
+    out = []
+    for k in range(height):
+        parts = [(c[k] if k < len(c) else "") for c in cell_lines]
+        line = (" " * gap).join(p + " " * (w - cells(p)) for p, w in zip(parts, widths))
+        out.append((indent + line).rstrip())
+    return out
+
+
+def blocks(headers: list[str], rows: list[list[str]], columns: int, indent: str = "") -> list[str]:
+    """One block per row: ``HEADER: value`` lines, values folded under themselves, a blank line between."""
+    key_cells = max(cells(h) for h in headers) + 2
+    out: list[str] = []
+    for n, r in enumerate(rows):
+        if n:
+            out.append("")
+        for h, c in zip(headers, r):
+            out += pair(h, c, columns, indent, key_cells, punct=True)
+    return out
