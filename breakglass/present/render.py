@@ -1,27 +1,46 @@
-"""Result objects to human text. Plain strings, no terminal library: the CLI prints them."""
+"""Result objects to human text. Plain strings, no terminal library: the CLI prints them.
+
+Text fits the terminal (``layout.width``: $COLUMNS, the terminal, else 100 when piped): prose folds at word
+boundaries, tables fold their cells or become one block per row; diffs, commands and code lines stay whole.
+Every name, path and log line in them is untrusted: it goes through ``safetext.printable`` (escaped, on
+one line) before it is measured or printed. The JSON output is not made here and keeps the real strings."""
 
 from __future__ import annotations
 
-import re
-import textwrap
-
+from breakglass.core.safetext import printable as _safe
 from breakglass.diagnose.model import Diagnosis, Finding
+from breakglass.present import layout
 
 _MARK = {"critical": "CRITICAL", "error": "ERROR", "warning": "WARNING", "info": "info"}
-WIDTH = 100
 
 
-def _wrap(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent) or [indent]
+def _wrap(text: str, indent: str, hang: str | None = None) -> list[str]:
+    """Prose (escaped) folded at words to the terminal's width."""
+    return layout.fold(text, layout.width(), indent, hang)
+
+
+def _pair(key: str, value: str, indent: str, key_cells: int) -> list[str]:
+    return layout.pair(key, value, layout.width(), indent, key_cells)
+
+
+def _whole(indent: str, line: str) -> str:
+    """A diff, command or code line: escaped, never folded (the terminal folds it; a break would change it)."""
+    return indent + _safe(line)
+
+
+def _join(lines: list[str]) -> str:
+    # every line was escaped where it was made; this keeps a line from ever becoming two if one was not
+    return "\n".join(_safe(x) for x in lines)
 
 
 def _clip(text: str, n: int = 220) -> str:
-    text = text.replace("\n", " ⏎ ")
+    """A log line for the report: a multi-line record's breaks as ⏎, escaped, at most ``n`` characters."""
+    text = _safe(text.replace("\n", " ⏎ "))
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def finding(f: Finding, verbose: bool = False) -> list[str]:
-    out = [f"[{f.id}] {_MARK[f.severity]}  {f.family}: {f.title}"]
+    out = _wrap(f"[{f.id}] {_MARK[f.severity]}  {f.family}: {f.title}", "", "    ")
     rows: list[tuple[str, str | None]] = [
         ("configuration", f"{f.configuration} ({f.configuration_source})" if f.configuration else None),
         ("service", f.service),
@@ -33,7 +52,7 @@ def finding(f: Finding, verbose: bool = False) -> list[str]:
     ]
     for k, v in rows:
         if v:
-            out.append(f"    {k + ':':<15}{v}")
+            out += _pair(k, v, "    ", 15)
     out += _wrap(f.explanation, "    ")
     out += _wrap("what to do: " + f.advice, "    ")
     if f.operator_note:
@@ -41,14 +60,15 @@ def finding(f: Finding, verbose: bool = False) -> list[str]:
     out.append("    evidence:")
     for e in f.evidence:
         tag = "" if e.role == "failure" else " (context)"
-        out.append(f"      {e.location}{tag}")
-        out.append(f"        {e.text if verbose else _clip(e.text)}")
+        out += _wrap(f"{e.location}{tag}", "      ")
+        # a log line folds at its spaces, under itself and indented further: it reads as one quoted line
+        out += _wrap(_safe(e.text.replace("\n", " ⏎ ")) if verbose else _clip(e.text), "        ", "          ")
     return out
 
 
 def diagnosis(d: Diagnosis, warnings: list[str], verbose: bool = False) -> str:
     v = d.verdict
-    out = [v.headline, ""]
+    out = _wrap(v.headline, "") + [""]
     out += _wrap(v.explanation, "")
     if d.findings:
         out += ["", f"Findings ({len(d.findings)})"]
@@ -64,32 +84,25 @@ def diagnosis(d: Diagnosis, warnings: list[str], verbose: bool = False) -> str:
         out += ["", "Ways out, least invasive first"]
         for r in d.remedies:
             out.append("")
-            out.append(f"  {r.order}. {r.method} (applies: {r.applicable})")
+            out += _wrap(f"  {r.order}. {r.method} (applies: {r.applicable})", "", "     ")
             out += _wrap(r.summary, "     ")
             out += _wrap("cost: " + r.tradeoff, "     ")
-            for line in r.manual:
-                out.append(f"       $ {line}" if not line.startswith("#") else f"       {line}")
+            for line in r.manual:  # commands to paste: whole
+                out.append(_whole("       $ " if not line.startswith("#") else "       ", line))
     s = d.stats
-    out += ["", f"read {len(s.sources)} source(s), {s.lines} lines, {s.bytes} bytes in {s.seconds}s "
-                f"({s.candidates} candidate lines, {s.matched} events; scanner: {s.engine})"]
-    for w in warnings:
-        out.append(f"warning: {w}")
-    return "\n".join(out)
+    out += [""] + _wrap(f"read {len(s.sources)} source(s), {s.lines} lines, {s.bytes} bytes in {s.seconds}s "
+                        f"({s.candidates} candidate lines, {s.matched} events; scanner: {s.engine})", "")
+    out += _warnings(warnings)
+    return _join(out)
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def _esc(text: str) -> str:
-    """A value read from a log on one line of the report: control characters (CR, LF, ESC ...) escaped."""
-    return _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text) if _CONTROL.search(text) \
-        else text
+def _warnings(warnings: list[str]) -> list[str]:
+    return [line for w in warnings for line in _wrap(f"warning: {w}", "", "  ")]
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*headers).rstrip()] + [fmt.format(*r).rstrip() for r in rows]
+    """Columns when they fit the terminal, else folded cells or one block per row (``layout.table``)."""
+    return layout.table(headers, rows, layout.width())
 
 
 def listing(li, warnings: list[str]) -> str:
@@ -98,19 +111,18 @@ def listing(li, warnings: list[str]) -> str:
         rows.append([
             r.kind, r.configuration, r.webhook or "-", r.failure_policy or "-",
             f"{r.timeout_seconds}s" if r.timeout_seconds else "-",
-            _clip("; ".join(r.intercepts) or "-", 48), _clip(r.backend, 48),
+            "; ".join(r.intercepts) or "-", r.backend,  # whole: the table folds them to fit
             ",".join(r.bootstrap) or "-",
         ])
     out = _table(["KIND", "NAME", "WEBHOOK", "POLICY", "TIMEOUT", "INTERCEPTS", "BACKEND", "BOOTSTRAP KINDS"], rows)
     if not rows:
         out = ["no admission configurations found"]
     out.append("")
-    out.append(f"from {', '.join(li.sources)}: {len(li.rows)} webhook(s) and policies")
+    out += _wrap(f"from {', '.join(li.sources)}: {len(li.rows)} webhook(s) and policies", "", "  ")
     for key in li.opaque:
-        out.append(f"encrypted, not readable: {key}")
-    for w in warnings:
-        out.append(f"warning: {w}")
-    return "\n".join(out)
+        out += _wrap(f"encrypted, not readable: {key}", "", "  ")
+    out += _warnings(warnings)
+    return _join(out)
 
 
 def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
@@ -120,40 +132,40 @@ def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
         counts[f.severity] = counts.get(f.severity, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda x: -_SEV.index(x[0]))) or "no risks"
     target = f" for Kubernetes {rep.target_version}" if rep.target_version else ""
-    out.append(f"audit of {rep.configurations} configuration(s), {rep.webhooks} webhook(s){target}: {summary}")
+    out += _wrap(f"audit of {rep.configurations} configuration(s), {rep.webhooks} webhook(s){target}: {summary}",
+                 "", "  ")
     for f in rep.findings:
         if f.severity in ("info", "low") and not verbose:
             continue
         out.append("")
-        out.append(f"[{f.id}] {f.severity.upper()}  {f.rule}: {f.title}")
-        out.append(f"    configuration: {f.configuration}  ({f.source})")
+        out += _wrap(f"[{f.id}] {f.severity.upper()}  {f.rule}: {f.title}", "", "    ")
+        out += _pair("configuration", f"{f.configuration}  ({f.source})", "    ", 15)
         out += _wrap(f.explanation, "    ")
         if f.fix:
             out.append("    fix: add these matchConditions (strategic merge patch):")
-            out += ["      " + line for line in f.fix.patch_yaml.rstrip().splitlines()]
+            out += [_whole("      ", line) for line in f.fix.patch_yaml.rstrip().splitlines()]  # YAML: whole
             out.append("    or:")
-            out.append(f"      $ {f.fix.command}")
+            out.append(_whole("      $ ", f.fix.command))
             if f.fix.vendor_note:
                 out += _wrap("caveat: " + f.fix.vendor_note, "    ")
     hidden = sum(1 for f in rep.findings if f.severity in ("info", "low"))
     if hidden and not verbose:
         out.append("")
-        out.append(f"({hidden} low/info finding(s) not shown; --verbose shows them)")
-    for w in warnings:
-        out.append(f"warning: {w}")
-    return "\n".join(out)
+        out += _wrap(f"({hidden} low/info finding(s) not shown; --verbose shows them)", "")
+    out += _warnings(warnings)
+    return _join(out)
 
 
 _SEV = ["info", "low", "medium", "high", "critical"]
 
 
 def plan(steps, method: str) -> str:
-    out = [f"plan ({method}): {len(steps)} change(s)"]
+    out = _wrap(f"plan ({method}): {len(steps)} change(s)", "")
     for st in steps:
         out.append("")
-        out.append(f"  {st.id}. {st.summary}")
-        out += ["     " + line for line in st.diff.rstrip().splitlines()]
-    return "\n".join(out)
+        out += _wrap(f"  {st.id}. {st.summary}", "", "     ")
+        out += [_whole("     ", line) for line in st.diff.rstrip().splitlines()]  # the exact diff: whole
+    return _join(out)
 
 
 _OUTCOME_ROWS = (("read", "read"), ("changed", "changed"), ("verified", "verified"),
@@ -163,35 +175,40 @@ _OUTCOME_ROWS = (("read", "read"), ("changed", "changed"), ("verified", "verifie
 def outcome(o, markdown: bool = False) -> list[str]:
     """The outcome block (``breakglass.core.outcome.Outcome``) as text lines: the same five parts the JSON carries.
     "changed" is always shown, "nothing" when nothing was; the other parts only when they have something."""
-    out = [] if markdown else [f"outcome: {o.status}" + (f" (run {o.run})" if o.run else "")]
+    out = [] if markdown else _wrap(f"outcome: {o.status}" + (f" (run {o.run})" if o.run else ""), "")
+    cols = layout.width()
     for attr, title in _OUTCOME_ROWS:
-        items = [_esc(x) for x in getattr(o, attr)]
+        items = [_safe(x) for x in getattr(o, attr)]
         if not items and attr != "changed":
             continue
         if markdown:
             out.append(f"- {title}: " + ("; ".join(f"`{x}`" if attr == "next" else x for x in items) or "nothing"))
             continue
         items = items or ["nothing"]
-        out.append(f"  {title + ':':<14}{items[0]}")
-        out += [f"  {'':<14}{x}" for x in items[1:]]
+        head = f"  {title + ':':<14}"
+        for n, x in enumerate(items):
+            lead = head if n == 0 else " " * len(head)
+            # "next" holds commands to paste: whole; the rest is prose, folded under itself
+            out += [lead + x] if attr == "next" else layout.fold(x, cols, lead, " " * len(head))
     return out
 
 
 def run_result(r) -> str:
-    out = [f"run {r.run}: {r.status}"]
+    out = _wrap(f"run {r.run}: {r.status}", "")
     if r.snapshot:
-        out.append(f"  etcd snapshot: {r.snapshot['path']} ({r.snapshot['size']} bytes, sha256 {r.snapshot['sha256']})")
+        out += _wrap(f"  etcd snapshot: {r.snapshot['path']} ({r.snapshot['size']} bytes, "
+                     f"sha256 {r.snapshot['sha256']})", "", "    ")
     for st in r.steps:
-        out.append(f"  {st['id']}. {st['summary']}: {st['status']} ({st.get('verify', '')})")
+        out += _wrap(f"  {st['id']}. {st['summary']}: {st['status']} ({st.get('verify', '')})", "", "     ")
     for s in r.readiness:
         state = "ready" if s.ready else ("serving" if s.ready is None else "NOT READY")
-        out.append(f"  {s.url}: {state}: {s.detail}")
+        out += _wrap(f"  {s.url}: {state}: {s.detail}", "", "    ")
         if s.failing_hooks:
-            out.append(f"    post-start hooks still failing: {', '.join(s.failing_hooks)}")
+            out += _wrap(f"    post-start hooks still failing: {', '.join(s.failing_hooks)}", "", "      ")
     if r.error:
-        out.append(f"warning: {r.error}")
+        out += _warnings([r.error])
     out += _outcome_of("RecoverResult", r)
-    return "\n".join(out)
+    return _join(out)
 
 
 def _outcome_of(kind: str, result) -> list[str]:
@@ -203,16 +220,16 @@ def _outcome_of(kind: str, result) -> list[str]:
 def revert_result(r, preview: bool = False) -> str:
     """A revert's outcome; ``preview``: the plan shown before a real revert, which is not a dry run."""
     head = "plan (nothing changed yet): " if preview else ("dry run, nothing changed: " if r.dry_run else "")
-    out = [f"{head}revert of run {r.run}: {r.status}"]
+    out = _wrap(f"{head}revert of run {r.run}: {r.status}", "")
     for o in r.outcomes:
-        out.append(f"  {o.step}: {o.outcome}: {o.detail}")
+        out += _wrap(f"  {o.step}: {o.outcome}: {o.detail}", "", "    ")
         if o.diff:
-            out += ["      " + line for line in o.diff.rstrip().splitlines()]
+            out += [_whole("      ", line) for line in o.diff.rstrip().splitlines()]  # the exact diff: whole
     if r.status == "closed":
         out.append("  nothing was changed by this run; it is closed")
     if not preview:
         out += _outcome_of("RevertResult", r)
-    return "\n".join(out)
+    return _join(out)
 
 
 def runs(items) -> str:
@@ -220,73 +237,72 @@ def runs(items) -> str:
         return "no runs"
     rows = [[r.run, r.kind, r.method or "-", r.label or r.status, str(len(r.steps))] for r in items]
     out = _table(["RUN", "KIND", "METHOD", "STATUS", "STEPS"], rows)
-    return "\n".join(out + [""] + _outcome_of("RunList", items))
+    return _join(out + [""] + _outcome_of("RunList", items))
 
 
 def leak_report(rep, verbose: bool = False) -> str:
     from_audit = rep.basis == "audit-log"
     if not rep.leaks:
         if not from_audit:
-            return f"no webhook call failed open ({len(rep.sources)} source(s) read)"
+            return _join(_wrap(f"no webhook call failed open ({len(rep.sources)} source(s) read)", ""))
         outside = getattr(rep, "outside_window", 0)
-        return ((f"no request in the window carried a failed-open annotation, but {outside} outside it did "
-                 f"(widen --since/--until)" if outside else "no request carried a failed-open annotation")
-                + f" ({len(rep.sources)} source(s) read)"
-                + (f"; {rep.lines_skipped} line(s) mentioning failed-open were not audit events"
-                   if rep.lines_skipped else ""))
+        return _join(_wrap(
+            (f"no request in the window carried a failed-open annotation, but {outside} outside it did "
+             f"(widen --since/--until)" if outside else "no request carried a failed-open annotation")
+            + f" ({len(rep.sources)} source(s) read)"
+            + (f"; {rep.lines_skipped} line(s) mentioning failed-open were not audit events"
+               if rep.lines_skipped else ""), ""))
     if from_audit:
-        out = [f"{len(rep.leaks)} request(s) admitted while a webhook failed open", ""]
+        out = _wrap(f"{len(rep.leaks)} request(s) admitted while a webhook failed open", "") + [""]
         tables = (("WEBHOOK", rep.by_webhook), ("RESOURCE", rep.by_resource), ("USER", rep.by_user))
     else:
-        out = [f"{len(rep.leaks)} webhook call(s) failed open; {rep.traced} tied to a resource by a slow-call trace",
-               f"note: {rep.caveat}", ""]
+        out = _wrap(f"{len(rep.leaks)} webhook call(s) failed open; {rep.traced} tied to a resource by a "
+                    f"slow-call trace", "") + _wrap(f"note: {rep.caveat}", "", "  ") + [""]
         tables = (("WEBHOOK", rep.by_webhook), ("CAUSE", rep.by_cause)) + (
             (("RESOURCE", rep.by_resource),) if rep.traced else ())
     unit = "REQUESTS" if from_audit else "CALLS"
     for title, d in tables:
-        out += _table([title, unit], [[_esc(k) or "-", str(v)] for k, v in list(d.items())[:10]]) + [""]
+        out += _table([title, unit], [[k or "-", str(v)] for k, v in list(d.items())[:10]]) + [""]
     out.append("Failing-open windows:")
-    out += [_esc(f"  {w.start} .. {w.end}  {w.requests} {unit.lower()}  {', '.join(w.webhooks)}")
-            for w in rep.windows]
+    for w in rep.windows:
+        out += _wrap(f"  {w.start} .. {w.end}  {w.requests} {unit.lower()}  {', '.join(w.webhooks)}", "", "    ")
     out.append("")
     shown = rep.leaks if verbose else rep.leaks[:20]
     if from_audit:
         rows = [[x.time, x.user, x.verb, x.resource, x.namespace or "-", x.name or "-", ",".join(x.webhooks),
                  str(x.code if x.code is not None else "-")] for x in shown]
-        out += _table(["TIME", "USER", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CODE"],
-                      [[_esc(c) for c in r] for r in rows])
+        out += _table(["TIME", "USER", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CODE"], rows)
     else:
         rows = [[x.time or "-", x.verb or "?", x.resource or "?", x.namespace or "-", x.name or "-",
                  ",".join(x.webhooks), x.cause, x.source] for x in shown]
-        out += _table(["TIME", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CAUSE", "LOG"],
-                      [[_esc(c) for c in r] for r in rows])
+        out += _table(["TIME", "VERB", "RESOURCE", "NAMESPACE", "NAME", "WEBHOOK", "CAUSE", "LOG"], rows)
     if len(shown) < len(rep.leaks):
-        out.append(f"... {len(rep.leaks) - len(shown)} more (-v for all, -o json or -o csv for scripts)")
+        out += _wrap(f"... {len(rep.leaks) - len(shown)} more (-v for all, -o json or -o csv for scripts)", "")
     if not from_audit and not rep.traced:
-        out += ["", "No call was slow enough to leave a trace: the audit log is the only record of which objects "
-                    "got in."]
-        return "\n".join(out)
-    out += ["", f"Re-check {len(rep.recheck)} object(s) written then and not deleted since "
-                "(-o recheck for a YAML list):" if from_audit else
-            f"Re-check {len(rep.recheck)} object(s) the traces name (-o recheck for a YAML list):"]
-    out += [f"  {_esc(r.kubectl)}" for r in rep.recheck[:50]]
+        out += [""] + _wrap("No call was slow enough to leave a trace: the audit log is the only record of which "
+                            "objects got in.", "")
+        return _join(out)
+    out += [""] + _wrap(f"Re-check {len(rep.recheck)} object(s) written then and not deleted since "
+                        "(-o recheck for a YAML list):" if from_audit else
+                        f"Re-check {len(rep.recheck)} object(s) the traces name (-o recheck for a YAML list):", "")
+    out += [_whole("  ", r.kubectl) for r in rep.recheck[:50]]  # commands to paste: whole
     if len(rep.recheck) > 50:
         out.append(f"  ... {len(rep.recheck) - 50} more")
     if rep.unnamed_writes:
-        out.append(f"  {rep.unnamed_writes} admitted write(s) have no object name "
-                   + ("at this audit level (generateName creates logged at Metadata level): see -o json"
-                      if from_audit else "in the log (creates): find their audit-id in -o json"))
-    return "\n".join(out)
+        out += _wrap(f"  {rep.unnamed_writes} admitted write(s) have no object name "
+                     + ("at this audit level (generateName creates logged at Metadata level): see -o json"
+                        if from_audit else "in the log (creates): find their audit-id in -o json"), "", "    ")
+    return _join(out)
 
 
 def about(a) -> str:
-    out = [f"breakglass {a.breakglass}", f"python     {a.python} ({a.platform})"]
+    out = _wrap(f"breakglass {a.breakglass}", "") + _wrap(f"python     {a.python} ({a.platform})", "", " " * 11)
     if a.bundle:
-        out.append(f"bundle     offline bundle, native code for {a.bundle}")
+        out += _wrap(f"bundle     offline bundle, native code for {a.bundle}", "", " " * 11)
     out.append("")
     rows = [[x.name, x.version or "not installed", {True: "yes", False: "NO", None: ""}[x.loads], x.used_for]
             for x in a.libraries]
     out += _table(["LIBRARY", "VERSION", "LOADS", "FOR"], rows) + [""]
     out += _table(["TOOL", "VERSION", "PATH"], [[t.name, t.version or "-", t.path or "not on PATH"] for t in a.tools])
-    return "\n".join(out)
+    return _join(out)
 
