@@ -9,12 +9,12 @@ question and message once set.
 
 from __future__ import annotations
 
-import shutil
-import textwrap
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
 from breakglass.core.errors import BadInput
+from breakglass.core.safetext import printable
+from breakglass.present import layout
 
 Validate = Optional[Callable[[str], Optional[str]]]
 
@@ -28,33 +28,41 @@ class Choice:
 
 
 def width() -> int:
-    return max(40, min(shutil.get_terminal_size((100, 24)).columns, 200))
+    """The terminal's columns ($COLUMNS, the terminal, else 100): ``layout.width``."""
+    return layout.width()
 
 
 def wrap(text: str, columns: int | None = None) -> str:
     """Prose wrapped at word boundaries to the terminal; a line that starts like a diff, a command or a
-    code block is left whole (the terminal folds it; splitting it would change what it says)."""
+    code block is left whole (the terminal folds it; splitting it would change what it says). Only "\n"
+    breaks a line: every other control or format character (a name's ESC, U+202E, U+2028) is escaped."""
     columns = columns or width()
     out = []
-    for line in text.splitlines() or [""]:
+    lines = text.split("\n")
+    if len(lines) > 1 and not lines[-1]:  # a final newline ends the last line, as str.splitlines reads it
+        lines.pop()
+    for line in lines:
+        line = printable(line)
         stripped = line.lstrip()
-        if len(line) <= columns or stripped[:1] in ("+", "-", "@", "$", "#") or "  $ " in line:
+        if layout.cells(line) <= columns or stripped[:1] in ("+", "-", "@", "$", "#") or "  $ " in line:
             out.append(line)
             continue
         indent = line[:len(line) - len(stripped)]
         hang = indent + ("  " if indent or stripped.startswith(("[", "*")) else "")
-        out += textwrap.wrap(stripped, columns, initial_indent=indent, subsequent_indent=hang,
-                             break_long_words=False, break_on_hyphens=False) or [""]
+        out += layout.fold(stripped, columns, indent, hang)
     return "\n".join(out)
 
 
 def fit(title: str, columns: int | None = None, reserve: int = 6) -> str:
-    """A choice title cut to one line (at a word, with an ellipsis) so the list never wraps."""
+    """A choice title (escaped) cut to one line (at a word, with an ellipsis) so the list never wraps."""
+    title = printable(title)
     room = (columns or width()) - reserve
-    if len(title) <= room:
+    if layout.cells(title) <= room:
         return title
-    cut = title[:room - 1].rsplit(" ", 1)[0].rstrip(",;:")
-    return cut + "…"
+    cut = title[:room - 1]
+    while layout.cells(cut) > room - 1:  # wide characters take two columns
+        cut = cut[:-1]
+    return cut.rsplit(" ", 1)[0].rstrip(",;:") + "…"
 
 
 class Prompter(Protocol):
