@@ -86,14 +86,29 @@ app = typer.Typer(
 
 def _emit_error(err_type: str, message: str, code: int, output: Output, hint: str | None = None,
                 outcome=None) -> None:
-    """``outcome``: what the failed command did (a run that changed something before it failed), when known."""
+    """``outcome``: what the failed command did (a run that changed something before it failed), when known.
+    The JSON keeps the message as it is; the error line escapes it (it may carry a hostile file or webhook
+    name: a newline would start a second line, an ESC or U+202E would rewrite this one)."""
     if output is Output.json:
         from breakglass.core.envelope import dumps, error_envelope  # noqa: PLC0415
 
         print(dumps(error_envelope(err_type, message, code, hint, outcome)))
-    print(f"breakglass: error: {message}", file=sys.stderr)
+    _print_err(f"breakglass: error: {message}")
     if hint:
-        print(f"hint: {hint}", file=sys.stderr)
+        _print_err(f"hint: {hint}")
+
+
+def _print_err(line: str) -> None:
+    """One line on stderr, escaped. To a terminal it folds at words to its width (the terminal would break
+    it inside a word); to a file or a pipe it stays one line, for grep."""
+    from breakglass.core.safetext import printable  # noqa: PLC0415
+
+    line = printable(line)
+    if sys.stderr is not None and sys.stderr.isatty():
+        from breakglass.present import layout  # noqa: PLC0415
+
+        line = "\n".join(layout.fold(line, layout.width(sys.stderr), "", "  "))
+    print(line, file=sys.stderr)
 
 
 def _run(output: Output, verbose: bool, body: Callable[[], int]) -> None:
@@ -103,7 +118,7 @@ def _run(output: Output, verbose: bool, body: Callable[[], int]) -> None:
     except BreakglassError as e:
         if e.exit_code == ExitCode.OK:  # an outcome that stops the command but is no failure (already applied)
             _show(output, "Notice", {"status": e.kind, "message": str(e), "hint": e.hint},
-                  lambda: str(e) + (f"\n{e.hint}" if e.hint else ""))
+                  lambda: _safe(str(e)) + (f"\n{_safe(e.hint)}" if e.hint else ""))
             raise typer.Exit(0) from None
         _emit_error(e.kind, str(e), int(e.exit_code), output, e.hint, getattr(e, "outcome", None))
         code = int(e.exit_code)
@@ -123,8 +138,15 @@ def _run(output: Output, verbose: bool, body: Callable[[], int]) -> None:
     raise typer.Exit(code)
 
 
+def _safe(text) -> str:
+    """Untrusted text (a name, a path) escaped onto one line: ``breakglass.core.safetext.printable``."""
+    from breakglass.core.safetext import printable  # noqa: PLC0415
+
+    return printable(text)
+
+
 def _progress_line(source: str, done: int) -> None:
-    print(f"\rreading {source}: {done >> 20} MiB", end="", file=sys.stderr, flush=True)
+    print(f"\rreading {_safe(source)}: {done >> 20} MiB", end="", file=sys.stderr, flush=True)
 
 
 def _render():
@@ -221,7 +243,7 @@ def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, 
                                    detect=not (etcd_cacert or etcd_cert or etcd_key),
                                    tcp_given=bool(etcd_endpoints) and not remote_socket)
         if settings.route and settings.route.get("found"):  # what was chosen, and why, before anything is read
-            print(f"{settings.route['found']['summary']}: etcd at {settings.route['endpoint']} on {via_ssh}",
+            print(_safe(f"{settings.route['found']['summary']}: etcd at {settings.route['endpoint']} on {via_ssh}"),
                   file=sys.stderr)
         return EtcdTarget(settings, etcd_prefix)
     return EtcdTarget(EtcdSettings.resolve(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, timeout,
@@ -236,7 +258,7 @@ def _confirm(question: str, yes: bool) -> None:
         return
     if sys.stdin is None or not sys.stdin.isatty():
         raise BadInput("refusing to change anything without --yes: standard input is not a terminal")
-    answer = input(f"{question} Type yes to go on: ").strip().lower()
+    answer = input(f"{_safe(question)} Type yes to go on: ").strip().lower()
     if answer != "yes":
         raise Declined("declined at the confirmation; nothing was changed")
 
@@ -249,7 +271,8 @@ def _spinner(states) -> None:
     from breakglass.present.prompts import SPIN  # noqa: PLC0415
 
     _spin_state[0] += 1
-    print(f"\r\033[K{SPIN[_spin_state[0] % 4]} {readyz.waiting_text(states)}", end="", file=sys.stderr, flush=True)
+    print(f"\r\033[K{SPIN[_spin_state[0] % 4]} {_safe(readyz.waiting_text(states))}", end="", file=sys.stderr,
+          flush=True)
 
 
 def _write_new(path: str, text: str) -> None:
