@@ -1,0 +1,202 @@
+"""Text output fits the terminal (issue 26 §7, issue 27 §10): at 80 columns no line is wider, except a
+diff, command or code line (kept whole: a break would change it) and a single word longer than its line;
+no word is ever split; tables fold their cells or become one block per row. The wizard shows a refused
+answer's whole reason, and its echoed answers and error hints break at words."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import tempfile
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+LOGS = sorted(p for p in glob.glob(os.path.join(ROOT, "examples", "logs", "*"))
+              if p.endswith((".log", ".txt", ".jsonl")))
+WEBHOOKS = os.path.join(ROOT, "examples", "webhooks")
+AUDIT_LOGS = sorted(glob.glob(os.path.join(ROOT, "examples", "audit", "gke-*")))
+ONE_WORD = re.compile(r"\s*(\S+:\s+)?\S+")  # a lead (indent, "key:") and one word that cannot fit after it
+COMMAND = re.compile(r"\s*(\$ |# |kubectl )")
+
+
+def too_wide(text: str, columns: int = 80, whole=COMMAND.match) -> list[str]:
+    return [ln for ln in text.splitlines()
+            if len(ln) > columns and not whole(ln) and not ONE_WORD.fullmatch(ln)]
+
+
+def _cli(*args: str, columns: int) -> str:
+    p = run_cli(*args, env={"COLUMNS": str(columns)})
+    assert p.returncode in (0, 3), p.stderr
+    return p.stdout.decode()
+
+
+@pytest.mark.parametrize("log", LOGS, ids=os.path.basename)
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_diagnosis_fits_80_columns_and_breaks_only_between_words(log, verbose, monkeypatch):
+    from breakglass.diagnose.engine import diagnose_paths
+    from breakglass.present import render
+
+    diag, warnings = diagnose_paths([log])
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow = render.diagnosis(diag, warnings, verbose)
+    monkeypatch.setenv("COLUMNS", "200")
+    wide = render.diagnosis(diag, warnings, verbose)
+    assert too_wide(narrow) == []
+    assert narrow.split() == wide.split()  # the same words in the same order: only the line breaks moved
+    if narrow != wide:
+        assert max(map(len, wide.splitlines())) > 80  # and the wide terminal is used
+
+
+def test_the_webhooks_table_fits_80_columns_with_every_name_whole():
+    text = _cli("webhooks", "-f", WEBHOOKS, columns=80)
+    assert [ln for ln in text.splitlines() if len(ln) > 80] == []
+    words = set(re.split(r"[\s,]+", text))
+    rows = json.loads(_cli("webhooks", "-f", WEBHOOKS, "-o", "json", columns=80))["result"]["rows"]
+    assert len(rows) > 5
+    for r in rows:
+        values = [r["kind"], r["configuration"], r["webhook"], r["backend"], *r["bootstrap"], *r["intercepts"]]
+        for v in values:
+            for word in re.split(r"[\s,]+", v or ""):
+                assert not word or word in words, (word, v)
+
+
+@pytest.mark.parametrize("verbose", [[], ["-v"]])
+def test_audit_fits_80_columns_but_its_patches_and_commands_stay_whole(verbose):
+    narrow = _cli("audit", "-f", WEBHOOKS, *verbose, columns=80)
+    wide = _cli("audit", "-f", WEBHOOKS, *verbose, columns=200)
+    patch = set()
+    for block in re.findall(r"fix: add these matchConditions.*?\n(.*?)\n    or:\n", narrow, re.S):
+        patch |= set(block.splitlines())
+    assert patch, narrow[:2000]
+    assert too_wide(narrow, whole=lambda ln: ln in patch or COMMAND.match(ln)) == []
+    assert narrow.split() == wide.split()
+    assert "\n      $ kubectl patch " in narrow  # the command whole, on its own line
+
+
+@pytest.mark.parametrize("log", AUDIT_LOGS, ids=os.path.basename)
+def test_leaks_fit_80_columns_with_every_name_whole(log):
+    text = _cli("leaks", "--audit-log", log, columns=80)
+    assert too_wide(text) == [], text
+    words = set(text.split())
+    doc = json.loads(_cli("leaks", "--audit-log", log, "-o", "json", columns=80))["result"]
+    for x in doc["leaks"][:20]:
+        for v in (x["time"], x["user"], x["verb"], x["resource"], x["namespace"], x["name"], *x["webhooks"]):
+            assert not v or v in words, v
+    for r in doc["recheck"][:50]:
+        assert "  " + r["kubectl"] in text.splitlines()  # commands to paste stay whole
+
+
+def test_a_recover_plan_fits_80_columns_and_keeps_its_diff_whole(tmp_path):
+    config = tmp_path / "controlplane.yaml"
+    shutil.copy(os.path.join(ROOT, "examples", "sandbox", "talos-controlplane.yaml"), config)
+    args = ("recover", "--method", "talos", "--config-file", str(config), "--dry-run")
+    narrow, wide = _cli(*args, columns=80), _cli(*args, columns=200)
+    diff = [ln for ln in narrow.splitlines() if re.match(r"     [-+@ ]", ln)]
+    assert any(ln.startswith("     +") for ln in diff) and all(ln in wide.splitlines() for ln in diff)
+    assert too_wide(narrow, whole=lambda ln: ln in diff) == []
+    assert narrow.split() == wide.split()
+
+
+def test_a_table_folds_its_cells_and_becomes_blocks_only_when_a_word_cannot_fit():
+    from breakglass.present import layout
+
+    kinds = "ServiceCIDR,IPAddress,Namespace,PriorityClass,ClusterRole,ClusterRoleBinding,FlowSchema"
+    rows = [["cfg-a", "Fail", kinds, "a webhook that fails closed on what the apiserver writes at start"],
+            ["cfg-b", "Ignore", "-", "fails open"]]
+    headers = ["NAME", "POLICY", "BOOTSTRAP KINDS", "NOTE"]
+    flat = layout.table(headers, rows, 200)
+    assert len(flat) == 3 and flat[1].split()[:3] == ["cfg-a", "Fail", kinds]
+    folded = layout.table(headers, rows, 60)
+    assert max(map(len, folded)) <= 60 and len(folded) > 3
+    assert folded[0].startswith("NAME") and folded[1].startswith("cfg-a  Fail")  # still columns
+    assert set(re.split(r"[\s,]+", " ".join(folded))) >= set(kinds.split(",")) | set(rows[0][3].split())
+    blocks = layout.table(headers, rows + [["x" * 40, "Fail", "-", "-"]], 60)  # 40 + 19 + ...: no columns fit
+    assert "NAME:            cfg-a" in blocks and "POLICY:          Ignore" in blocks
+    assert blocks[blocks.index("POLICY:          Ignore") - 2] == ""  # a blank line between rows
+    assert max(map(len, blocks)) <= 60 and all(k in " ".join(blocks).replace(",", " ") for k in kinds.split(","))
+
+
+# -- the wizard, in a real pseudo-terminal of 80 columns -----------------------------------------------------
+
+@pytest.fixture
+def state(tmp_path):
+    from breakglass import sandbox
+
+    yield str(tmp_path / "state")
+    sandbox.down(sandbox.default_dir(str(tmp_path / "state")))
+
+
+def _screen(seen: str, columns: int) -> list[str]:
+    import pyte
+
+    screen = pyte.Screen(columns, 60)
+    pyte.ByteStream(screen).feed(seen.encode())
+    return [ln.rstrip() for ln in screen.display]
+
+
+def _split_words(lines: list[str], columns: int, vocabulary: set) -> list[tuple[str, str]]:
+    """Lines the terminal broke inside a word: one filled to the edge, the next going on with letters that
+    make a known word together."""
+    out = []
+    for a, b in zip(lines, lines[1:]):
+        if len(a) == columns and a[-1:].isalpha() and b[:1].isalpha():
+            joined = re.search(r"[A-Za-z]+$", a).group() + re.match(r"[A-Za-z]+", b).group()
+            if joined in vocabulary:
+                out.append((a, b))
+    return out
+
+
+def _rehearsal_titles():
+    """The choices of "Rehearse on:", as the wizard offers them."""
+    from breakglass.present.prompts import ScriptedPrompter
+    from breakglass.flows import wizard
+
+    p = ScriptedPrompter([""])  # etcd only
+    wizard._rehearsal_binary(p)
+    return [(None, line[4:]) for line in p.transcript if line.startswith("  - ")]
+
+
+def test_a_refused_answer_shows_its_whole_reason_and_echoes_break_at_words(state, tmp_path):
+    from breakglass import sandbox
+    from breakglass.flows import wizard
+    from breakglass.present.prompts import fit
+    from tests.test_wizard_pty import DOWN, LOG, Wizard
+
+    bad = "/nonexistent/kube-apiserver-logs/control-plane-" + "q" * 12 + ".log"
+    reason = wizard._readable(bad)
+    assert reason and len(reason) > 80  # too long for questionary's one-line toolbar
+    # an answer that fits a line of its own, not after the question
+    short = tempfile.mkdtemp(prefix="bgw-", dir="/tmp")
+    try:
+        good = os.path.join(short, "kube-apiserver-" + "k" * (70 - len(short) - len("/kube-apiserver-.log")) + ".log")
+        shutil.copy(LOG, good)
+        assert len(good) == 70 and len("? Logs to diagnose: " + good) > 80
+        w = Wizard(state, columns=80)
+        w.expect("Logs to diagnose")
+        w.answer(bad)
+        w.expect(r"! /nonexistent")  # the reason, printed above the question, which stays open
+        w.expect(reason.split()[-1])  # to its last word
+        w.answer(good, erase=True)
+        w.expect("BOOTSTRAP DEADLOCK")
+        w.way_in("sandbox")
+        w.expect("Rehearse on")  # a choice too long to be echoed after its question
+        w.child.send(DOWN * (len(sandbox.built_apiservers()) + 1) + "\r")
+        w.expect("kube-apiserver binary")
+        w.child.sendcontrol("c")
+        assert w.end() == 130
+    finally:
+        shutil.rmtree(short)
+    lines = _screen(w.seen, 80)
+    shown = " ".join(" ".join(lines).split())
+    assert " ".join(reason.split()) in shown, lines  # the whole reason is on the screen
+    assert any(ln.strip() == good for ln in lines), lines  # the echoed answers, whole on a line of their own
+    other = fit(next(t for _v, t in _rehearsal_titles() if t.startswith("another kube-apiserver")), 80, 4)
+    assert any(ln.strip() == other for ln in lines), lines
+    assert any(ln.startswith("hint: ") for ln in lines), lines  # the error's hint is on the screen too
+    vocabulary = set(re.findall(r"[A-Za-z]{3,}", w.text() + reason + good + open(LOG).read()))
+    assert _split_words(lines, 80, vocabulary) == [], lines
