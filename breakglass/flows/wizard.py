@@ -93,9 +93,10 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
             if chosen is None:
                 break  # back to the ways in, with what was typed
             method, variant = chosen
+            planned = list(targets)  # what the plan acts on (picked from the cluster too): the lasting fix names it
             try:
                 remedy, steps, confirm_word, refs = retry.call(
-                    lambda: _plan(p, method, variant, access, list(targets), plugins, typed),
+                    lambda: _plan(p, method, variant, access, planned, plugins, typed),
                     time.monotonic() + RETRY_SECONDS, p.progress, what="the cluster")
             except _Back:
                 continue
@@ -120,7 +121,7 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
             if hasattr(remedy, "on_wait"):
                 remedy.on_wait = p.progress
             services = sorted({f.service for f in (diag.findings if diag else []) if f.service}
-                              | {t["service"] for t in targets if t.get("service")})
+                              | {t["service"] for t in planned if t.get("service")})
             try:
                 res = recovery.execute(remedy, steps, state, {"wizard": True, "method": method, "refs": refs,
                                                               "services": services},
@@ -130,7 +131,7 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
                 p.say(f"({e.hint})" if e.hint else "")
                 p.say("Pick the way out again to retry (nothing typed is lost), or another way.")
                 continue
-            return _after_change(p, state, access, remedy, res, diag, targets, services)
+            return _after_change(p, state, access, remedy, res, diag, planned, services)
 
 
 def _choose_way(p: Prompter, opts, targets: list[dict]):
