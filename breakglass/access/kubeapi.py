@@ -138,3 +138,28 @@ def connect(kubeconfig: str | None, context: str | None, timeout: float = 10.0) 
         raise BadInput(f"kubeconfig: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     cfg.retries = 0
     return Api(client.ApiClient(cfg), cfg.host, timeout)
+
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def connect_in_cluster(timeout: float = 10.0, account_dir: str = SERVICE_ACCOUNT_DIR) -> Api:
+    """The pod's own identity: its mounted ServiceAccount token and CA, and KUBERNETES_SERVICE_HOST/PORT (what the
+    in-cluster guard runs as). The client re-reads the token file as the kubelet rotates it (bound tokens expire)."""
+    import os  # noqa: PLC0415
+
+    try:
+        from kubernetes import client  # noqa: PLC0415
+        from kubernetes.config.config_exception import ConfigException  # noqa: PLC0415
+        from kubernetes.config.incluster_config import InClusterConfigLoader  # noqa: PLC0415
+    except ImportError:
+        raise Unreachable("the kubernetes Python client is not installed here") from None
+    cfg = client.Configuration()
+    try:
+        InClusterConfigLoader(os.path.join(account_dir, "token"), os.path.join(account_dir, "ca.crt"),
+                              try_refresh_token=True).load_and_set(cfg)
+    except ConfigException as e:
+        raise Unreachable(f"in-cluster config: {str(e).splitlines()[0]}",
+                          hint="run inside a pod with a ServiceAccount token mounted, or pass --kubeconfig") from None
+    cfg.retries = 0
+    return Api(client.ApiClient(cfg), cfg.host, timeout)

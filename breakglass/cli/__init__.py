@@ -12,10 +12,10 @@ import sys
 import typer
 
 # Importing a command module registers its commands on ``app``, in the order of ``--help``.
-from breakglass.cli import wizard, diagnose, inventory, recover, etcd, sandbox, leaks, about  # isort: skip
+from breakglass.cli import wizard, diagnose, inventory, guard, recover, etcd, sandbox, leaks, about  # isort: skip
 from breakglass.cli._base import Output, _emit_error, app
 
-COMMANDS = (wizard, diagnose, inventory, recover, etcd, sandbox, leaks, about)
+COMMANDS = (wizard, diagnose, inventory, guard, recover, etcd, sandbox, leaks, about)
 
 
 def _examples_verbatim(doc: str | None) -> str | None:
