@@ -43,6 +43,7 @@ class BackendState:
     ready: bool | None  # None: could not be read
     detail: str
     webhooks: list = field(default_factory=list)
+    check: str = ""  # the command an engineer runs to see it for themselves
 
 
 @dataclass
@@ -71,9 +72,10 @@ class Verdict:
 
     def refusal(self) -> str:
         names = sorted({w for b in self.down for w in b.webhooks})
+        checks = "; ".join(b.check for b in self.down if b.check)
         return ("the webhook's backend is not ready, so reverting would re-arm "
                 + (", ".join(names) if names else "a fail-closed webhook") + " while it cannot answer: "
-                + "; ".join(b.detail for b in self.down))
+                + "; ".join(b.detail for b in self.down) + (f"; check with: {checks}" if checks else ""))
 
     def to_json(self) -> dict:
         return {"state": self.state, "backends": [asdict(b) for b in self.backends], "unchecked": self.unchecked}
@@ -179,18 +181,17 @@ def check(hooks: list[Hook], etcd=None, api=None) -> Verdict:
 
 def _service_state(service: str, etcd, api, backend) -> BackendState:
     ns, name = service.split("/", 1)
+    check = f"kubectl -n {ns} get endpoints {name}"
     errors = []
-    if etcd is not None:
+    for source, read in (("etcd", lambda: etcd.backend(service) if etcd is not None else None),
+                         ("API", lambda: backend.from_api(api, ns, name) if api is not None else None)):
         try:
-            b = etcd.backend(service)
-            return BackendState(f"service {service}", b.healthy, b.line())
+            b = read()
         except BreakglassError as e:
-            errors.append(f"etcd: {e}")
-    if api is not None:
-        try:
-            b = backend.from_api(api, ns, name)
-            return BackendState(f"service {service}", b.healthy, b.line())
-        except BreakglassError as e:
-            errors.append(f"API: {e}")
+            errors.append(f"{source}: {e}")
+            continue
+        if b is not None:
+            detail = b.line() if b.healthy else f"{b.line()}: no ready endpoints"
+            return BackendState(f"service {service}", b.healthy, detail, check=check)
     why = "; ".join(errors) or "no etcd or apiserver access to read it with"
-    return BackendState(f"service {service}", None, f"backend {service}: not checked ({why})")
+    return BackendState(f"service {service}", None, f"backend {service}: not checked ({why})", check=check)

@@ -321,6 +321,8 @@ def _diagnose(p: Prompter):
         return None, targets, plugins
     p.say(diag.verdict.headline)
     p.say(diag.verdict.explanation)
+    if diag.verdict.state == "deadlock-likely" and diag.verdict.prove:
+        p.say(f"The names in the log point to a cycle; to prove it: {diag.verdict.prove}")
     for f in diag.findings[:5]:
         p.say(f"  [{f.id}] {f.severity.upper()} {f.title}")
     if not diag.findings:
