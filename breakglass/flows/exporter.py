@@ -26,6 +26,7 @@ import http.server
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 
@@ -260,7 +261,7 @@ def serve(exporter: Exporter, listen: str, ready=None) -> None:
 def push(url: str, text: str, job: str = "breakglass", timeout: float = 10.0) -> None:
     """PUT the metrics to a Prometheus Pushgateway (a CronJob has no server to scrape): the group of ``job`` is
     replaced as a whole, so a risk that is gone is gone from the gateway too."""
-    target = url.rstrip("/") + f"/metrics/job/{urllib.request.quote(job, safe='')}"
+    target = url.rstrip("/") + f"/metrics/job/{urllib.parse.quote(job, safe='')}"
     req = urllib.request.Request(target, data=text.encode("utf-8"), method="PUT",
                                  headers={"Content-Type": CONTENT_TYPE})
     try:
