@@ -199,9 +199,12 @@ def test_sigterm_and_sighup_during_apply_are_an_interrupt_not_a_torn_run(etcd_cl
     from tests import etcd_server as es
     from tests.test_codec import KYVERNO
 
+    from tests import backend_seed
+
     c = es.raw_client(etcd_clean)
     key = sources.etcd_key("validating", KYVERNO["metadata"]["name"])
     c.put(key, codec.encode_value(KYVERNO))
+    es.put_many(c, backend_seed.healthy())  # the webhook's backend is back by the time of the revert
     value = c.get(key)[0]
     c.close()
     env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state"), "BREAKGLASS_FAULT_INJECT": f"applied:{sig}"}

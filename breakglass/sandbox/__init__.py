@@ -371,16 +371,51 @@ def _files(directory: str) -> dict:
     return out
 
 
+def _etcd_backend(sb: Sandbox, start: bool) -> dict:
+    """An etcd-only sandbox's "the policy engine is back": Kyverno's Service and an EndpointSlice with a ready
+    endpoint written to etcd, as its pods coming back would have the controllers write them (there is no apiserver
+    to call the webhook, so its backend's health is what etcd says of its Service); stop removes them again."""
+    from breakglass.access.etcd import Etcd, EtcdSettings  # noqa: PLC0415
+    from breakglass.webhooks import backend as bk, codec  # noqa: PLC0415
+
+    svc = KYVERNO["webhooks"][0]["clientConfig"]["service"]
+    ns, name = svc["namespace"], svc["name"]
+    prefixes = bk.etcd_prefixes(ns)
+    objects = [(prefixes[0] + name.encode(), {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 9443, "protocol": "TCP"}],
+                 "selector": {"app.kubernetes.io/component": "admission-controller"}, "type": "ClusterIP"}}),
+        (prefixes[2] + f"{name}-sandbox".encode(), {
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": f"{name}-sandbox", "namespace": ns, "labels": {bk.SERVICE_NAME_LABEL: name}},
+            "addressType": "IPv4", "endpoints": [{"addresses": ["10.244.0.10"], "conditions": {"ready": True}}],
+            "ports": [{"name": "https", "protocol": "TCP", "port": 9443}]})]
+    etcd = Etcd(EtcdSettings(endpoints=(sb.endpoint,)), prefixes)
+    try:
+        for key, obj in objects:
+            if start:
+                etcd.put_if_absent(key, codec.encode_value(obj))
+            else:
+                kv = etcd.get(key)
+                if kv is not None:
+                    etcd.delete_if_mod_revision(key, kv.mod_revision)
+    finally:
+        etcd.close()
+    return {"running": start, "url": f"service {ns}/{name} (its endpoints in etcd)"}
+
+
 def backend(directory: str, start: bool) -> dict:
-    """Start or stop the webhook's backend of a sandbox with an apiserver."""
+    """Start or stop the webhook's backend: with an apiserver, the HTTPS server its webhook calls; etcd only, its
+    Service's ready endpoint in etcd."""
     from breakglass.sandbox import controlplane  # noqa: PLC0415
 
     directory = os.path.abspath(directory)
     with lock.held(directory, create=False) as there:
         sb = load(directory) if there else None
+        if sb is not None and not sb.apiserver and _running(directory):
+            return _etcd_backend(sb, start)
         if sb is None or not sb.apiserver or not _running(directory):
-            raise BadInput(f"no sandbox with an apiserver runs in {directory}",
-                           hint="breakglass sandbox up --apiserver PATH")
+            raise BadInput(f"no sandbox runs in {directory}", hint="breakglass sandbox up")
         if start:
             controlplane.start_backend(directory, sb.apiserver, detached=True)
         else:
