@@ -191,7 +191,9 @@ def _service_state(service: str, etcd, api, backend) -> BackendState:
             errors.append(f"{source}: {e}")
             continue
         if b is not None:
-            detail = b.line() if b.healthy else f"{b.line()}: no ready endpoints"
-            return BackendState(f"service {service}", b.healthy, detail, check=check)
+            # ready endpoints are what answers the apiserver's call (the Service object itself routes nothing)
+            ready = b.ready > 0
+            detail = b.line() if ready else f"{b.line()}: no ready endpoints"
+            return BackendState(f"service {service}", ready, detail, check=check)
     why = "; ".join(errors) or "no etcd or apiserver access to read it with"
     return BackendState(f"service {service}", None, f"backend {service}: not checked ({why})", check=check)
