@@ -108,6 +108,17 @@ def _plan_or_done(o: Options, plan):
 
 
 _spun = [0]
+# A restart gap (the apiserver crash-looping, etcd's leader moving) is waited out this long at each step: reads on
+# any unreachable target, writes only on a refused connection (flows.retry).
+RETRY_SECONDS = 60.0
+
+
+def _retrying(text: str) -> None:
+    """The time left of a retry, on its own stderr line (a spinner's line on a terminal)."""
+    if sys.stderr.isatty():
+        _spin_line(text)
+    else:
+        print(f"retrying: {text}", file=sys.stderr, flush=True)
 
 
 def _spin_line(text: str) -> None:
@@ -143,6 +154,11 @@ def _carry_out(o: Options, remedy, steps, question: str, meta: dict, wait_hosts=
 
     skipped = getattr(remedy, "skipped", None)
     note = f"\nalready disabled on: {', '.join(skipped)}" if skipped else ""
+    if not steps and not o.dry_run:
+        # "already done" only for a run in the journal that made exactly this change; else what was found
+        done = recovery.applied_exactly(o.state_dir, remedy.method, remedy.describe_target())
+        note += (f"\nalready in place: run {done.run} ({done.status}) made this change; `breakglass revert "
+                 f"{done.run}` undoes it" if done else "\nno run of breakglass made this change: it was found so")
     if o.dry_run or not steps:
         res = RunResult(None, remedy.method, True, [s.to_json() for s in steps], "planned")
         _show(o.output, "RecoverResult", res,
@@ -153,7 +169,8 @@ def _carry_out(o: Options, remedy, steps, question: str, meta: dict, wait_hosts=
         print(_render().plan(steps, remedy.method) + note)
     _confirm(question, o.yes)
     progress = _progress_bytes if sys.stderr.isatty() and snapshot_path else None
-    res = recovery.execute(remedy, steps, o.state_dir, meta, snapshot_path, progress)
+    res = recovery.execute(remedy, steps, o.state_dir, meta, snapshot_path, progress, retry=RETRY_SECONDS,
+                           on_retry=_retrying)
     if progress:
         print(file=sys.stderr)
     if getattr(remedy, "on_wait", None):
