@@ -26,6 +26,11 @@ ldflags_for() {  # component version -> the -X flags upstream's release build se
       echo "-s -w -X k8s.io/component-base/version.gitVersion=v$2 -X k8s.io/component-base/version.gitMajor=1" \
            "-X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean" ;;
     kine) echo "-s -w -X github.com/k3s-io/kine/pkg/version.Version=v$2" ;;
+    helm)  # helm's Makefile: its version, and the Kubernetes version of its client-go (1.<minor of v0.minor>)
+      local kminor; kminor=$(sed -n 's|^\s*k8s.io/client-go v0\.\([0-9]*\)\..*|\1|p' "$root/go/helm/v$2.mod")
+      echo "-s -w -X helm.sh/helm/v3/internal/version.version=v$2 -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
+           "-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$kminor" \
+           "-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$kminor" ;;
     *) echo "-s -w" ;;
   esac
 }
@@ -45,6 +50,15 @@ build_env_for() {
   esac
 }
 
+# component -> the package built: our main.go in go/<component>, or (helm, whose cmd/helm is a main package that
+# cannot be imported) upstream's own main package, named by the .mod's `tool` directive.
+package_for() {
+  case "$1" in
+    helm) echo "helm.sh/helm/v3/cmd/helm" ;;
+    *) echo "." ;;
+  esac
+}
+
 want=("$@")
 grep -v '^\s*#' go/versions | while read -r component version; do
   [ -n "${component:-}" ] || continue
@@ -55,6 +69,6 @@ grep -v '^\s*#' go/versions | while read -r component version; do
   echo "gobuild: $component v$version -> ${out#"$root"/}"
   read -r cgo tags < <(build_env_for "$component")
   (cd "go/$component" && CGO_ENABLED=$cgo go build -modfile="v$version.mod" -trimpath -tags="${tags:-}" \
-     -ldflags "$(ldflags_for "$component" "$version")" -o "$out" .)
+     -ldflags "$(ldflags_for "$component" "$version")" -o "$out" "$(package_for "$component")")
   echo "gobuild: $component v$version built in $(( $(date +%s) - start ))s"
 done
