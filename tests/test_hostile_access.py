@@ -112,9 +112,12 @@ def _seed_k3s(srv, name="policy-a", prefix="/k3s"):
     from tests import etcd_server as es
     from tests.test_etcd_remedy import _obj
 
+    from tests import backend_seed
+
     key = sources.etcd_key("validating", name, prefix)
     c = es.raw_client(srv)
     c.put(key, codec.encode_value(_obj(name)))
+    es.put_many(c, backend_seed.healthy(prefix=prefix))  # the webhook's backend is back for the revert
     c.close()
     return key
 
@@ -202,8 +205,13 @@ def _put(srv, key, value):
     from breakglass.webhooks import codec
     from tests.test_etcd_remedy import _obj
 
+    from tests import backend_seed
+
     subprocess.run(srv.ctl + ["put", key], input=codec.encode_value(_obj(key.rsplit("/", 1)[1])),
                    capture_output=True, check=True, env=dict(os.environ, ETCDCTL_API="3"), timeout=30)
+    for k, v in backend_seed.healthy():  # the webhook's backend is back for the revert
+        subprocess.run(srv.ctl + ["put", k.decode()], input=v, capture_output=True, check=True,
+                       env=dict(os.environ, ETCDCTL_API="3"), timeout=30)
 
 
 def _exists(srv, key):
@@ -272,10 +280,13 @@ def _seed_tls(srv, names):
     from tests import etcd_server as es
     from tests.test_etcd_remedy import _obj
 
+    from tests import backend_seed
+
     c = es.raw_client(srv)
     c.delete_prefix(b"/")
     for n in names:
         c.put(sources.etcd_key("validating", n), codec.encode_value(_obj(n)))
+    es.put_many(c, backend_seed.healthy())  # the webhook's backend is back for the revert
     c.close()
 
 

@@ -267,6 +267,7 @@ def test_mixing_paths_delete_through_etcd_seen_through_the_api(api):
     listed = run_cli("webhooks", "--kubeconfig", api.kc, "-o", "json")
     assert listed.returncode == 0 and NAME not in listed.stdout.decode()
     assert api.get("validating", NAME) is None  # the apiserver's watch saw the key go
+    api.ready_endpoints()  # the webhook's backend is back: the revert may re-arm it
     assert run_cli("revert", "--yes", "--etcd-endpoints", api.real.etcd_endpoint, env=env).returncode == 0
     listed = run_cli("webhooks", "--kubeconfig", api.kc, "-o", "json")
     assert NAME in listed.stdout.decode()

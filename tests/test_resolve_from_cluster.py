@@ -86,6 +86,7 @@ def _diagnosis(tmp_path, hook: str, url: str) -> str:
 
 
 def test_auto_from_a_diagnosis_finds_the_configuration_in_etcd(cluster, tmp_path):
+    _seed_backend(cluster, ready=1)  # back by the time of the revert, which re-arms the webhook
     diag = _diagnosis(tmp_path, CORP, "https://policy.corp.svc:443/validate?timeout=10s")
     dry = _cli(cluster, tmp_path, "recover", "--auto", "--diagnosis", diag, "--dry-run", "-o", "json")
     assert dry.returncode == 0, dry.stderr
@@ -177,8 +178,10 @@ def test_the_wizard_finds_the_configuration_and_reads_the_backend_from_etcd(clus
     diag_log.write_text(lb.klog(lb.fail_closed(CORP, "dial tcp 10.96.0.50:443: connect: connection refused",
                                                url="https://policy.corp.svc:443/validate?timeout=10s"), "W") + "\n")
     before = _keys(cluster)
-    # log, way in, etcd endpoint, CA, cert, key, no apiserver to watch, way out, confirmation word, revert now
-    p = ScriptedPrompter([str(diag_log), "etcd", cluster.endpoint, "", "", "", "", "etcd", "corp-policy-hooks", True])
+    # log, a way out anyway (the diagnosis is degraded: nothing the cluster needs is blocked), way in, etcd endpoint,
+    # CA, cert, key, no apiserver to watch, way out, confirmation word, revert now
+    p = ScriptedPrompter([str(diag_log), True, "etcd", cluster.endpoint, "", "", "", "", "etcd", "corp-policy-hooks",
+                          True])
     assert wizard.run(p, str(tmp_path / "state")) == 0
     text = "\n".join(p.transcript)
     assert f"webhook {CORP} is in validating/corp-policy-hooks (read from etcd)" in text
@@ -195,7 +198,7 @@ def test_the_wizard_asks_which_when_a_webhook_is_in_two_configurations(cluster, 
     diag_log = tmp_path / "apiserver.log"
     diag_log.write_text(lb.klog(lb.fail_closed(SPLIT, "context deadline exceeded",
                                                url="https://one.corp.svc:443/x?timeout=10s"), "W") + "\n")
-    p = ScriptedPrompter([str(diag_log), "etcd", cluster.endpoint, "", "", "", "", "etcd", "validating/split-b",
+    p = ScriptedPrompter([str(diag_log), True, "etcd", cluster.endpoint, "", "", "", "", "etcd", "validating/split-b",
                           "split-b", False])
     assert wizard.run(p, str(tmp_path / "state")) == 0
     text = "\n".join(p.transcript)

@@ -67,9 +67,10 @@ def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_p
     run = Run.create(journal.state_dir(state), "recover", {"method": remedy.method, **meta})
     snap = None
     try:
-        if snapshot_path:
-            snap = take_snapshot(remedy.etcd, run, snapshot_path, progress)
-        result = driver.apply(remedy, steps, run, hook)
+        with run.locked("recovering"):  # from the snapshot on: a revert of this run waits for it to end
+            if snapshot_path:
+                snap = take_snapshot(remedy.etcd, run, snapshot_path, progress)
+            result = driver.apply(remedy, steps, run, hook)
     except KeyboardInterrupt:
         _close(run, "interrupted", "interrupted", "interrupted")
         err = Interrupted(f"interrupted during run {run.id}; its journal says what was done",
@@ -316,8 +317,16 @@ def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, forc
                dry_run: bool = False, talos=None, ssh=None, kube=None,
                override_backend: bool = False) -> driver.RevertResult:
     """Undo a run. Refused (PreconditionFailed, before anything is journaled or written) while a webhook the revert
-    re-arms has a backend that cannot answer, unless ``force`` or ``override_backend`` (the wizard's typed word)."""
+    re-arms has a backend that cannot answer, unless ``force`` or ``override_backend`` (the wizard's typed word).
+    The run is locked for the whole revert (another process applying or reverting it is refused)."""
     run = Run.open(ref, state) if ref else latest_unreverted(state)
+    if dry_run:  # a dry run writes nothing and takes no lock
+        return _revert_locked(run, etcd, force, True, talos, ssh, kube, override_backend)
+    with run.locked("reverting"):
+        return _revert_locked(run, etcd, force, False, talos, ssh, kube, override_backend)
+
+
+def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_backend) -> driver.RevertResult:
     st = driver.replay(run)
     if not any(s.backup for s in st.steps):  # stopped before anything was backed up, so before any change
         if st.status in runstates.TRANSIENT and not dry_run:
@@ -329,6 +338,9 @@ def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, forc
             return driver.RevertResult(run.id, dry_run, [], "closed")
         return driver.RevertResult(run.id, dry_run, [], "nothing-to-do")
     remedy = remedy_for(st, etcd, talos, ssh, kube)
+    # the remedy's own checks of the journal and backups first (a tampered run is refused before the guard reads a
+    # backup's webhooks, let alone connects to a URL one names)
+    preview = driver.revert(remedy, run, force=force, dry_run=True)
     verdict = _guard_verdict(run, st, etcd, ssh, kube, remedy)
     overridden = force or override_backend
     if not dry_run:
@@ -339,13 +351,15 @@ def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, forc
                                       f"(--force reverts anyway and re-arms it while it cannot answer)")
         err.guard = verdict  # type: ignore[attr-defined]
         raise err
+    if dry_run:
+        preview.guard = verdict
+        return preview
     try:
-        result = driver.revert(remedy, run, force=force, dry_run=dry_run)
+        result = driver.revert(remedy, run, force=force, dry_run=False)
         result.guard = verdict
         return result
     finally:
-        if not dry_run:
-            run.write_file("report.md", report(run))
+        run.write_file("report.md", report(run))
 
 
 @dataclass
