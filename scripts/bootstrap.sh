@@ -30,6 +30,8 @@ case "${1:-}" in
     command -v unshare >/dev/null || want+=(util-linux)    # the bundle test runs it with no network
     ls /usr/bin/qemu-*-static >/dev/null 2>&1 || want+=(qemu-user-static)  # ... and on the other machine's Python
     command -v debootstrap >/dev/null || want+=(debootstrap)  # ... from Debian's packages for that machine
+    command -v prometheus >/dev/null || want+=(prometheus)  # the exporter is scraped by a real Prometheus; promtool
+    command -v prometheus-pushgateway >/dev/null || want+=(prometheus-pushgateway)  # the chart's CronJob pushes
     ;;
   *) echo "usage: $0 python|demo|test" >&2; exit 2 ;;
 esac
@@ -45,10 +47,15 @@ export DEBIAN_FRONTEND=noninteractive
 # Debian's etcd-server enables and starts etcd.service when it is installed. breakglass wants only its binary
 # (the sandbox and the tests start their own etcd on loopback, in their own directory), so no service is
 # started during this install (policy-rc.d says no to invoke-rc.d), and the service is disabled after it.
+# The same holds for Prometheus and its Pushgateway: the tests run their own, on loopback, in a temp directory.
+services=()
+for p in "${want[@]}"; do
+  case "$p" in etcd-server) services+=(etcd.service) ;; prometheus|prometheus-pushgateway) services+=("$p.service") ;; esac
+done
 etcd_service=no
-for p in "${want[@]}"; do [ "$p" = etcd-server ] && etcd_service=yes; done
+[ ${#services[@]} -gt 0 ] && etcd_service=yes
 if [ "$etcd_service" = yes ] && [ ! -e /usr/sbin/policy-rc.d ]; then
-  printf '#!/bin/sh\n# breakglass scripts/bootstrap.sh: no service starts while it installs etcd-server\nexit 101\n' |
+  printf '#!/bin/sh\n# breakglass scripts/bootstrap.sh: no service starts while it installs its packages\nexit 101\n' |
     $sudo tee /usr/sbin/policy-rc.d >/dev/null
   $sudo chmod 755 /usr/sbin/policy-rc.d
   trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
@@ -58,11 +65,13 @@ lock=(-o DPkg::Lock::Timeout=600)
 $sudo apt-get "${lock[@]}" update -qq
 $sudo apt-get "${lock[@]}" install -y -qq --no-install-recommends "${want[@]}"
 if [ "$etcd_service" = yes ]; then
-  if [ -d /run/systemd/system ]; then
-    $sudo systemctl disable --now etcd.service >/dev/null 2>&1 || true
-    state="$(systemctl is-enabled etcd.service 2>/dev/null || true), $(systemctl is-active etcd.service 2>/dev/null || true)"
-    echo "etcd-server was installed for its binary only: etcd.service is left ${state} (breakglass never uses it)"
-  else
-    echo "etcd-server was installed for its binary only: no systemd here, and its service was not started"
-  fi
+  for svc in "${services[@]}"; do
+    if [ -d /run/systemd/system ]; then
+      $sudo systemctl disable --now "$svc" >/dev/null 2>&1 || true
+      state="$(systemctl is-enabled "$svc" 2>/dev/null || true), $(systemctl is-active "$svc" 2>/dev/null || true)"
+      echo "${svc%.service} was installed for its binary only: $svc is left ${state} (breakglass never uses it)"
+    else
+      echo "${svc%.service} was installed for its binary only: no systemd here, and its service was not started"
+    fi
+  done
 fi
