@@ -253,3 +253,33 @@ def test_a_long_message_is_classified_as_word_by_word(monkeypatch, line):
         by_word = [(e.kind, e.webhook, e.hook, e.detail) for e in signatures.classify(rec)]
         monkeypatch.undo()
         assert one_pass == by_word and one_pass, line
+
+
+def test_leaks_audit_log_skips_a_huge_element_of_a_json_array_in_bounded_memory(tmp_path, capsys):
+    """gcloud's `--format=json`: an element over 4 MiB is skipped as a line is, its end found without holding it
+    (before: held up to 64 MiB, decoded again at every chunk, then the whole scan refused)."""
+    a1, a3 = (json.dumps(json.loads(event(aid, name=aid, ann=fo()))) for aid in ("a1", "a3"))
+    path = _write(tmp_path / "g.json", [b"[" + a1.encode() + b', {"kind": "Event", "x": "\\"]', (b"A", 64 << 20),
+                                         b'", "y": [1, {"z": "]}"}]}, ' + a3.encode() + b"]\n"])
+    tracemalloc.start()
+    try:
+        rep = audit.scan([path])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"peak {peak >> 20} MiB"
+    assert sorted(x.audit_id for x in rep.leaks) == ["a1", "a3"]
+    assert "element 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("chunk", [4096, 1 << 20, 3 << 20, None])
+def test_a_huge_json_array_element_is_skipped_whatever_the_reads(chunk):
+    big = "A" * (5 << 20)
+    items = [{"a": 1}, {"x": big, "y": [1, {"z": '\\"]'}]}, "s" + big, 12345, [big, {"q": big}], {"b": 2}, 1.5e10,
+             [1] * 3_000_000, True, {"c": '"{['}]
+    text = json.dumps(items).encode()
+    chunk = chunk or len(text)
+    got = list(jsonarray.json_array((text[i:i + chunk] for i in range(0, len(text), chunk)), "t"))
+    skipped = getattr(jsonarray, "TOO_LONG", "skipped")
+    want = [x if len(json.dumps(x)) <= 4 << 20 else skipped for x in items]
+    assert want.count(skipped) == 4 and got == want

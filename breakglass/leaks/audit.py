@@ -27,7 +27,7 @@ from breakglass.leaks.events import View, parse_line, ref_name, view
 from breakglass.leaks.model import Leak, LeakReport, Rechecks, TimeRange, admitted_write, finish, parse_time
 from breakglass.logs import forked, split
 from breakglass.logs import sources as logsources
-from breakglass.logs.jsonarray import TOO_DEEP, MAX_DEPTH, json_array
+from breakglass.logs.jsonarray import TOO_DEEP, TOO_LONG, MAX_DEPTH, json_array
 from breakglass.logs.lines import MAX_CUTS_KEPT, CutLine, LineTap, lines_with, placed_lines_with
 from breakglass.logs.finder import Finder
 from breakglass.logs.newlines import count as _newlines
@@ -49,13 +49,22 @@ def _views(src, finders, rechecks: Rechecks, rep: LeakReport, notes: list[str]) 
     first = next(reader, b"")
     chunks = itertools.chain([first], reader)
     if first.lstrip()[:1] == b"[":
-        for obj in json_array(chunks, src.name):
+        too_long: list[int] = []  # elements over MAX_LINE, by number (1 = the first)
+        for n, obj in enumerate(json_array(chunks, src.name), 1):
             if obj is TOO_DEEP:
                 rep.lines_too_deep += 1
+                continue
+            if obj is TOO_LONG:  # skipped unread, as a line over MAX_LINE is: named in a warning
+                too_long.append(n)
                 continue
             v = view(obj)
             if v is not None:
                 yield v
+        if too_long:
+            where = ", ".join(map(str, too_long[:5])) + (f" and {len(too_long) - 5} more" if len(too_long) > 5 else "")
+            notes.append(f"{src.name}: {len(too_long)} element(s) of the JSON array longer than {MAX_LINE >> 20} MiB "
+                         f"were skipped unread (element {where}): no audit event is that long, and a request in one "
+                         "is not in this report")
         return
     # Cloud Logging names a delete in methodName, not verb: one more literal, searched only where needed
     finder = finders[1] if b'"protoPayload"' in first else finders[0]
