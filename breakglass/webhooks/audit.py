@@ -19,6 +19,7 @@ from breakglass.heal import bootstrap
 
 from breakglass.heal import writes as heal
 from breakglass.webhooks import intercept, vendors
+from breakglass.webhooks.intercept import selector_matches  # one LabelSelector matcher for audit and the heal model
 from breakglass.heal.bootstrap import BootstrapKind
 from breakglass.webhooks.model import MAP, VAP, VAP_BINDING, MAP_BINDING, AdmissionConfig, Rule, Webhook
 
@@ -74,10 +75,6 @@ def parse_version(text: str | None) -> tuple[int, int] | None:
 
 # -- matching -----------------------------------------------------------------------------------
 
-def selector_matches(sel: dict | None, labels: dict[str, str]) -> bool:
-    """metav1.LabelSelector semantics; None and {} match everything."""
-    if not sel:
-        return True
     for k, v in (sel.get("matchLabels") or {}).items():
         if labels.get(k) != v:
             return False
