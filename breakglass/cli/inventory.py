@@ -1,6 +1,9 @@
 """`breakglass webhooks` and `breakglass audit`: where admission configurations come from, and what they risk."""
 
 
+import enum
+from typing import List, Optional
+
 import typer
 from typing_extensions import Annotated
 
@@ -35,7 +38,38 @@ from breakglass.cli._base import (
     TimeoutOpt,
     VerboseOpt,
 )
-from breakglass.core.errors import ExitCode
+from breakglass.core.errors import BadInput, ExitCode
+
+
+# -- many clusters in one audit (breakglass.flows.fleet) ------------------------------------------
+class AuditOutput(str, enum.Enum):
+    text = "text"
+    json = "json"
+    junit = "junit"
+    sarif = "sarif"
+
+
+AuditOutputOpt = Annotated[AuditOutput, typer.Option(
+    "--output", "-o", help="text for people, json for scripts, junit (JUnit XML) or sarif (SARIF 2.1.0) for CI.")]
+FleetKubeconfigOpt = Annotated[Optional[List[str]], typer.Option(
+    help="kubeconfig file (default: $KUBECONFIG, its ':'-separated files merged as kubectl does, else "
+         "~/.kube/config). Repeatable: each file's contexts are clusters of their own.", show_default=False)]
+FleetContextOpt = Annotated[Optional[List[str]], typer.Option(
+    help="kubeconfig context. Repeatable or comma-separated (a,b,c): each is one cluster of a fleet audit.",
+    show_default=False)]
+AllContextsOpt = Annotated[bool, typer.Option(
+    "--all-contexts", help="Audit every context of every kubeconfig read, each as one cluster.")]
+ParallelOpt = Annotated[int, typer.Option(
+    min=1, help="Clusters audited at once in a fleet audit. There --timeout bounds each cluster's whole audit, "
+                "and --target-version, unless given, is each cluster's own minor plus one (from /version).")]
+
+
+def _is_fleet(kubeconfigs, contexts, all_contexts: bool, output) -> bool:
+    """A fleet audit: more than one cluster asked for, or a CI format (which only the fleet report renders)."""
+    from breakglass.flows.fleet import split_contexts  # noqa: PLC0415
+
+    return (all_contexts or len(kubeconfigs or []) > 1 or len(split_contexts(contexts)) > 1
+            or output in (AuditOutput.junit, AuditOutput.sarif))
 
 
 def _spec(files, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix,
@@ -105,8 +139,9 @@ def webhooks(
 
 @app.command()
 def audit(
-    file: FileOpt = None, source: SourceOpt = Source.auto, kubeconfig: KubeconfigOpt = None,
-    context: ContextOpt = None, etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None,
+    file: FileOpt = None, source: SourceOpt = Source.auto, kubeconfig: FleetKubeconfigOpt = None,
+    context: FleetContextOpt = None, all_contexts: AllContextsOpt = False, parallel: ParallelOpt = 8,
+    etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None,
     etcd_cert: EtcdCertOpt = None, etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry",
     timeout: TimeoutOpt = None, target_version: TargetOpt = None,
     fail_on: Annotated[Severity, typer.Option(help="Exit 3 when a risk of this severity or worse is found.")]
@@ -114,7 +149,7 @@ def audit(
     ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
     ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
     known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
-    output: OutputOpt = Output.text, verbose: VerboseOpt = False,
+    output: AuditOutputOpt = AuditOutput.text, verbose: VerboseOpt = False,
 ) -> None:
     """Audit admission webhooks and policies for deadlock risk, with the matchConditions fix.
 
@@ -131,22 +166,40 @@ def audit(
       breakglass audit -f examples/webhooks/kyverno-risky.yaml
 
       breakglass audit --fail-on critical -o json     # in a CI pipeline
+
+      breakglass audit --all-contexts -o junit > audit.xml     # every cluster of the kubeconfig
+
+      breakglass audit --context prod-eu,prod-us --kubeconfig a.yaml --kubeconfig b.yaml -o sarif
     """
+    plain = Output.json if output is AuditOutput.json else Output.text  # how errors are printed
 
     def body() -> int:
         from breakglass.webhooks import audit as _audit  # noqa: PLC0415
 
+        if _is_fleet(kubeconfig, context, all_contexts, output):
+            if file or etcd_endpoints or etcd_via_ssh or source not in (Source.auto, Source.api):
+                raise BadInput("auditing many clusters reads each through its kubeconfig context: --file, "
+                               "--source and the etcd options audit one target")
+            from breakglass.flows import fleet  # noqa: PLC0415
+
+            code, document = fleet.command(kubeconfig, context, all_contexts, target_version, timeout, parallel,
+                                           fail_on.value, output.value, verbose)
+            print(document)
+            return code
+        output_ = plain  # one cluster, as before
+        kubeconfig_, context_ = (kubeconfig or [None])[0], (context or [None])[0]
+
         _audit.parse_version(target_version)  # a bad version is bad input before any connection
-        inv = _load_inventory(file, source, kubeconfig, context, etcd_endpoints, etcd_cacert, etcd_cert, etcd_key,
-                              etcd_prefix, timeout, etcd_via_ssh,
+        inv = _load_inventory(file, source, kubeconfig_, context_, etcd_endpoints, etcd_cacert, etcd_cert,
+                              etcd_key, etcd_prefix, timeout, etcd_via_ssh,
                               _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts,
                                            timeout))
         rep = _audit.audit(inv.configs, target_version, inv.namespaces)
         worst = _audit.RANK[rep.worst] if rep.worst else -1
         code = int(ExitCode.FOUND if worst >= _audit.RANK[fail_on.value] else ExitCode.OK)
-        _show(output, "AuditReport", rep, lambda: _render().audit_report(
+        _show(output_, "AuditReport", rep, lambda: _render().audit_report(
             rep, inv.warnings + [f"encrypted, not audited: {k}" for k in inv.opaque], verbose),
             code, inv.warnings + inv.opaque)
         return code
 
-    _run(output, verbose, body)
+    _run(plain, verbose, body)
