@@ -71,7 +71,14 @@ class Term:
         self.stream.feed(chunk)
 
     def expect(self, patterns, timeout: float = WAIT) -> int:
-        i = self.child.expect(patterns, timeout=timeout)
+        import pexpect
+
+        try:
+            i = self.child.expect(patterns, timeout=timeout)
+        except (pexpect.TIMEOUT, pexpect.EOF) as e:
+            self._feed(self.child.before if isinstance(self.child.before, str) else "")
+            raise AssertionError(f"{type(e).__name__} waiting for {patterns!r}; the wizard said:\n"
+                                 + self.text()[-3000:]) from None
         self._feed(self.child.before + (self.child.after if isinstance(self.child.after, str) else ""))
         return i
 
