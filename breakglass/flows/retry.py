@@ -45,7 +45,7 @@ def call(fn: Callable, deadline: float, on_wait: Callable[[str], None] | None = 
             if not transient(e, writing) or left <= 0:
                 raise
             if on_wait:
-                on_wait(f"{what} did not answer ({e}); trying again, {int(left)}s left")
+                on_wait(f"{int(left)}s left: {what} did not answer ({e}); trying again")  # the time first: lines are cut
             time.sleep(min(delay, max(0.05, left)))
             delay = min(delay * 2, 5.0)
 

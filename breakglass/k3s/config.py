@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
 from dataclasses import dataclass, field
 
 import yaml
@@ -494,20 +493,8 @@ def shown_diff(path: str, old: str | None, new: str | None) -> str:
     a, b = _shown_lines(old, path), _shown_lines(new, path)
     la = [] if old is None else textedit._lines(old)  # noqa: SLF001
     lb = [] if new is None else textedit._lines(new)  # noqa: SLF001
-    out = [f"--- {'/dev/null' if old is None else path}\n", f"+++ {'/dev/null' if new is None else path + ' (new)'}\n"]
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, la, lb, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        out.append(f"@@ -{_range(i1, i2)} +{_range(j1, j2)} @@\n")
-        out += [f"-{a[i]}\n" for i in range(i1, i2)]
-        out += [f"+{b[j]}\n" for j in range(j1, j2)]
-    return "".join(out) if len(out) > 2 else ""
-
-
-def _range(a: int, b: int) -> str:
-    if b - a == 1:
-        return str(a + 1)
-    return f"{a + 1 if b > a else a},{b - a}"
+    return textedit.masked_diff(la, lb, a.__getitem__, b.__getitem__, '/dev/null' if old is None else path,
+                                '/dev/null' if new is None else path + ' (new)')
 
 
 def _shown_lines(text: str | None, path: str) -> list[str]:

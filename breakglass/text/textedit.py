@@ -86,13 +86,19 @@ def diff(old: str, new: str, old_label: str, new_label: str, keys=ADMISSION_KEYS
     """A unified diff of exactly the changed lines (no context). A changed line that is not one of these keys'
     own lines (or an extraArgs/apiServer/cluster line holding nothing else) is masked, never printed."""
     a, b = _lines(old), _lines(new)
+    return masked_diff(a, b, lambda i: _shown(a, i, keys), lambda j: _shown(b, j, keys), old_label, new_label)
+
+
+def masked_diff(a: list, b: list, shown_a, shown_b, old_label: str, new_label: str) -> str:
+    """A unified diff of exactly the changed lines of ``a`` -> ``b`` (no context), each line printed as
+    ``shown_a(i)``/``shown_b(j)`` say (masked where it could hold a secret); "" when nothing changed."""
     out = [f"--- {old_label}\n", f"+++ {new_label}\n"]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
         out.append(f"@@ -{_range(i1, i2)} +{_range(j1, j2)} @@\n")
-        out += [f"-{_shown(a, i, keys)}\n" for i in range(i1, i2)]
-        out += [f"+{_shown(b, j, keys)}\n" for j in range(j1, j2)]
+        out += [f"-{shown_a(i)}\n" for i in range(i1, i2)]
+        out += [f"+{shown_b(j)}\n" for j in range(j1, j2)]
     return "".join(out) if len(out) > 2 else ""
 
 
