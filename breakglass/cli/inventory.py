@@ -140,7 +140,7 @@ def webhooks(
 @app.command()
 def audit(
     file: FileOpt = None, source: SourceOpt = Source.auto, kubeconfig: FleetKubeconfigOpt = None,
-    context: FleetContextOpt = None, all_contexts: AllContextsOpt = False, parallel: ParallelOpt = 8,
+    context: FleetContextOpt = None, all_contexts: AllContextsOpt = False, parallel: ParallelOpt = 16,
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None,
     etcd_cert: EtcdCertOpt = None, etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry",
     timeout: TimeoutOpt = None, target_version: TargetOpt = None,

@@ -211,7 +211,7 @@ def audit_cluster(cluster: Cluster, target_version: str | None, timeout: float) 
 # -- the fleet ---------------------------------------------------------------------------------------
 
 def audit_fleet(targets: list[Cluster], target_version: str | None = None, timeout: float = 10.0,
-                parallel: int = 8, fail_on: str = "high",
+                parallel: int = 16, fail_on: str = "high",
                 progress: Callable[[int, int, str], None] | None = None,
                 audit_one: Callable[[Cluster, str | None, float], ClusterAudit] = audit_cluster) -> FleetReport:
     """Audit every cluster, at most ``parallel`` at once, each given ``timeout`` seconds for its whole audit.
