@@ -150,11 +150,11 @@ def test_dropped_connection_between_temp_write_and_rename(sshd, node):
     proc = subprocess.Popen([sys.executable, "-m", "breakglass", "recover", "--method", "kubeadm", "--ssh", "cp1",
                              "--yes", "--no-wait", "--verify-timeout", "0", *_ssh_args(sshd, node)],
                             cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    tmp = node["dir"] / ".kube-apiserver.yaml.breakglass.tmp"
+    tmps = lambda: list(node["dir"].glob(".kube-apiserver.yaml.breakglass.*"))  # noqa: E731 (mktemp names it)
     deadline = time.time() + 20
-    while not tmp.exists() and time.time() < deadline:
+    while not tmps() and time.time() < deadline:
         time.sleep(0.05)
-    assert tmp.exists(), "the temp file never appeared"
+    assert tmps(), "the temp file never appeared"
     time.sleep(0.5)
     sshd.kill_sessions()  # the connection drops before the rename
     out, err = proc.communicate(timeout=60)

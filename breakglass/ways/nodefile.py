@@ -53,20 +53,28 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# $BREAKGLASS_TEST_PAUSE (tests only) sleeps between the checks and the rename. `set -C` makes `>` refuse a file
-# (or link) that appeared at the temp name after the rm: it is never written through.
+# $BREAKGLASS_TEST_PAUSE (tests only) sleeps between the checks and the rename.
+# One writer at a time per directory (flock on the directory itself, where the node has flock: util-linux and
+# busybox do), so the compare-and-swap (the sha256 read, then the rename) cannot interleave with another
+# breakglass writing the same file: the second one finds the file changed and says so. Under that lock any temp
+# file of ours for this target is stale (its writer was killed or lost its connection: it may hold a config's
+# token), so it is removed. The temp file itself is made by mktemp (O_EXCL, 0600, a fresh name): two writers never
+# share one, and a planted file or link at a predictable name is never written through.
 _WRITE = r"""set -u
-f={path}; d=$(dirname -- "$f"); t="$d/.$(basename -- "$f").breakglass.tmp"
-{links}cur=$(sha256sum -- "$f" 2>/dev/null | cut -d' ' -f1)
+f={path}; d=$(dirname -- "$f"); b=$(basename -- "$f")
+{links}{mkdir}if command -v flock >/dev/null 2>&1; then exec 9<"$d" && flock -x 9 || exit 5; fi
+cur=$(sha256sum -- "$f" 2>/dev/null | cut -d' ' -f1)
 {exists}[ "$cur" = "{expected}" ] || {{ echo "changed:$cur" >&2; exit 3; }}
+for s in "$d/.$b.breakglass.tmp" "$d/.$b".breakglass.??????; do
+  if [ -f "$s" ] && [ ! -L "$s" ]; then rm -f -- "$s"; fi
+done
 umask 077
-rm -f -- "$t"; set -C
-cat > "$t" || exit 5
-set +C
+t=$(mktemp -- "$d/.$b.breakglass.XXXXXX") || exit 5
+cat >> "$t" || {{ rm -f -- "$t"; exit 5; }}
 if [ "$(wc -c < "$t")" -ne {length} ] || [ "$(sha256sum -- "$t" | cut -d' ' -f1)" != "{new}" ]; then
   rm -f -- "$t"; echo "incomplete" >&2; exit 4
 fi
-if [ -e "$f" ]; then chmod --reference="$f" -- "$t" && chown --reference="$f" -- "$t" || exit 5; fi
+if [ -e "$f" ]; then chmod --reference="$f" -- "$t" && chown --reference="$f" -- "$t" || {{ rm -f -- "$t"; exit 5; }}; fi
 sync -- "$t" 2>/dev/null || sync
 {pause}mv -f -- "$t" "$f" || exit 5
 sync -- "$d" 2>/dev/null || sync
@@ -76,7 +84,8 @@ echo written
 # Refuse a link at the file or its directory: breakglass never writes through one (checked on the node, at
 # the moment of writing).
 _NO_LINKS = '[ -L "$f" ] || [ -L "$d" ] && { echo "link" >&2; exit 6; }\n'
-_MUST_BE_NEW = '[ -e "$f" ] || [ -L "$f" ] && cur=exists\n[ -d "$d" ] || mkdir -p -- "$d" || exit 5\n'
+_MKDIR = '[ -d "$d" ] || mkdir -p -- "$d" || exit 5\n'
+_MUST_BE_NEW = '[ -e "$f" ] || [ -L "$f" ] && cur=exists\n'
 
 
 def _check_rc(node, path: str, r, what: str) -> None:
@@ -94,6 +103,7 @@ def write_remote(node, path: str, expected_sha: str, data: bytes, pause: float =
     script = _WRITE.format(path=quoted_path(path, "file path"), expected=expected_sha, length=len(data),
                            new=sha(data), pause=f"sleep {pause}; " if pause else "",
                            links=_NO_LINKS if refuse_links else "",
+                           mkdir=_MKDIR if expected_sha == ABSENT else "",
                            exists=_MUST_BE_NEW if expected_sha == ABSENT else "")
     r = node.run(script, stdin=data)
     _check_rc(node, path, r, "written")
