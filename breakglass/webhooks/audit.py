@@ -75,22 +75,6 @@ def parse_version(text: str | None) -> tuple[int, int] | None:
 
 # -- matching -----------------------------------------------------------------------------------
 
-    for k, v in (sel.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for req in sel.get("matchExpressions") or []:
-        key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
-
-
 def rule_matches(rule: Rule, kind: BootstrapKind, match_policy: str = "Equivalent") -> bool:
     ops = set(rule.operations)
     if not ("*" in ops or ops & set(WRITE_OPS)):
