@@ -22,6 +22,7 @@ CFG = "kyverno-resource-validating-webhook-cfg"
 DOWN, UP, ERASE = "\x1b[B", "\x1b[A", "\x15"  # arrow keys, and Ctrl-U (erase the line's default)
 WAY = {k: i for i, (k, _t, _h) in enumerate(wizard.WAYS_IN)}
 WAY["sandbox"] = len(wizard.WAYS_IN)
+WAY["quit"] = len(wizard.WAYS_IN) + 1
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
 
 
@@ -92,8 +93,8 @@ def test_unreachable_etcd_and_a_mistyped_path_never_end_the_wizard(state):
     w.expect("NOT reachable")
     w.expect("No way out can be used")
     w.expect(r"etcdctl get /registry/validatingwebhookconfigurations/" + CFG)  # the manual way, with the real key
-    w.expect("Try another way in")
-    w.child.send("y")
+    w.expect("Which way out")
+    w.child.send(DOWN + "\r")  # every way greyed out: the manual commands, then back (to another way in)
     w.way_in("kubeconfig")  # back at the way in, nothing lost
     w.expect("kubeconfig:")
     w.answer("/no/such/kubeconfig", erase=True)
@@ -113,8 +114,8 @@ def test_missing_kubeconfig_talosctl_and_unknown_ssh_host_each_go_back_to_the_wa
     w.expect("kubeconfig:")
     w.answer("", erase=True)
     w.expect("No way out can be used")
-    w.expect("Try another way in")
-    w.child.send("y")
+    w.expect("Which way out")
+    w.child.send(DOWN + "\r")  # back: another way in
     # Talos: the nodes come from the talosconfig; talosctl is not installed: asked again with the reason
     w.way_in("talos")
     w.expect("talosconfig:")
@@ -128,8 +129,8 @@ def test_missing_kubeconfig_talosctl_and_unknown_ssh_host_each_go_back_to_the_wa
     w.expect("is not installed here")
     w.answer("/bin/false", erase=True)  # "talosctl" that fails: the probe says so
     w.expect("NOT reachable")
-    w.expect("Try another way in")
-    w.child.send("y")
+    w.expect("Which way out")
+    w.child.send(DOWN + "\r")  # back: another way in
     # SSH to a host that does not resolve
     w.way_in("ssh")
     w.expect("Control-plane hosts")
@@ -140,8 +141,9 @@ def test_missing_kubeconfig_talosctl_and_unknown_ssh_host_each_go_back_to_the_wa
     w.expect("Accept and record unknown host keys")
     w.child.send("n")
     w.expect("NOT reachable")
-    w.expect("Try another way in")
-    w.child.send("n")
+    w.expect("Which way out")
+    w.child.send(DOWN + "\r")  # back, then quit: nothing was changed
+    w.way_in("quit")
     assert w.end() == 7
     assert "talosctl not found" not in w.text() or "--talosctl" not in w.text()  # no hint at a flag it lacks
 
@@ -170,7 +172,9 @@ def test_a_log_with_nothing_in_it_a_wrong_word_and_ctrl_c_after_the_change_then_
     w = Wizard(state)
     w.expect("is not reverted")
     w.expect("What now")
-    w.child.send("\r")  # revert it now
+    w.child.send("\r")  # revert it: the etcd-only sandbox's webhook backend is down, so the typed word is asked
+    w.expect(f"Type {wizard.OVERRIDE_WORD}")
+    w.answer(wizard.OVERRIDE_WORD)
     w.expect("revert of run")
     assert w.end() == 0
 
@@ -235,6 +239,9 @@ def test_local_manifest_and_talos_file_ways_in_ready_the_real_apiserver(state, n
     assert sandbox.backend(d, True)["running"]
     w.expect("Revert the temporary change now")
     w.child.send("y")
+    # no kubeconfig or etcd in this way in: the backend cannot be read from here, so the risk is said and typed for
+    w.expect(f"Type {wizard.OVERRIDE_WORD}")
+    w.answer(wizard.OVERRIDE_WORD)
     w.expect("revert of run")
     w.expect("Report for the postmortem")
     assert w.end() == 0

@@ -142,8 +142,9 @@ def _choose_way(p: Prompter, opts, targets: list[dict]):
                       f"Cost: {o.tradeoff}" + (f" Unavailable: {o.reason}" if not o.available else ""))
                for o in opts]
     if not any(o.available for o in opts):
-        p.say("No way out can be used with this access: the commands to do it by hand are one choice away, or go "
-              "back to another way in.")
+        p.say("No way out can be used with this access. By hand, the same ways are:")
+        p.say(_manual(targets))
+        p.say("Or go back to another way in (the last choice below); what you typed is kept.")
     choices += [Choice("manual", "show the commands to do it by hand"),
                 Choice("back", "back: another way in (what you typed is kept)")]
     while True:
