@@ -95,6 +95,8 @@ def test_auto_from_a_diagnosis_finds_the_configuration_in_etcd(cluster, tmp_path
     assert [s["target"] for s in steps] == ["/registry/validatingwebhookconfigurations/corp-policy-hooks"]
     assert CORP in steps[0]["summary"]
     assert b"read from etcd" in dry.stderr and b"Helm release corp/policy" in dry.stderr
+    # a webhook on one namespace only, down: DEGRADED by the heal model, and --auto says so before it acts
+    assert b"note: the diagnosis says DEGRADED" in dry.stderr
     before = _keys(cluster)
     done = _cli(cluster, tmp_path, "recover", "--auto", "--diagnosis", diag, "--yes")
     assert done.returncode == 0, done.stderr
@@ -163,9 +165,13 @@ def _seed_backend(srv, ready: int) -> None:
           "addressType": "IPv4",
           "endpoints": [{"addresses": [f"10.0.0.{i}"], "conditions": {"ready": i < ready},
                          "targetRef": {"kind": "Pod", "namespace": "corp", "name": f"policy-{i}"}} for i in range(2)]}
+    from tests import backend_seed
+
     c = es.raw_client(srv)
     c.put(svc_prefix + b"policy", codec.encode_value(svc))
     c.put(slice_prefix + b"policy-x1", codec.encode_value(sl))
+    # the configuration's other webhook is re-armed by a revert too: its backend answers
+    es.put_many(c, backend_seed.healthy("corp", "other"))
     c.close()
 
 

@@ -482,6 +482,9 @@ def _auto_method(args: dict) -> str:
         lambda: _etcd_target(args["etcd_endpoints"], args["etcd_cacert"], args["etcd_cert"], args["etcd_key"],
                              args["etcd_prefix"], args["timeout"], args["etcd_via_ssh"], opts,
                              args["etcd_user"], args["etcd_password"]))
+    note = scripted.verdict_note(args["diagnosis"])
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     return scripted.auto_method(access, bool(args["webhook_config"]),
                                 family=scripted.family_from_diagnosis(args["diagnosis"]))
 

@@ -182,6 +182,18 @@ def family_from_diagnosis(path: str | None) -> str | None:
     return family if isinstance(family, str) else None
 
 
+def verdict_note(path: str | None) -> str | None:
+    """What `recover --auto` says first when the diagnosis is not a deadlock: a DEGRADED cluster heals once the
+    webhook's backend answers, so fixing the backend is the first thing to do (the way out still runs, as asked)."""
+    if not path:
+        return None
+    verdict = _diagnosis(path).get("verdict")
+    if not isinstance(verdict, dict) or verdict.get("state") != "degraded":
+        return None
+    return ("the diagnosis says DEGRADED: nothing the cluster needs to come back is blocked, so it heals once the "
+            "webhook's backend answers; fixing the backend first is enough (--auto goes on, as asked)")
+
+
 def auto_method(access: planner.Access, have_targets: bool, timeout: float = 3.0, family: str | None = None) -> str:
     """The first way out that can be used: probed (SSH also says what the nodes run), in the family's order."""
     probes = planner.probe(access, timeout)
