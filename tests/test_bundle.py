@@ -149,7 +149,8 @@ def test_kubectl_plugin_and_krew_manifest(bundle, clean_python, tmp_path):
     (bin_dir / "kubectl_complete-breakglass").symlink_to(bundle)  # the same file answers kubectl's TAB
     p = subprocess.run([str(bin_dir / "kubectl_complete-breakglass"), "recover", "--method", ""], env=env,
                        capture_output=True, text=True, timeout=300)
-    assert p.stdout.splitlines() == ["kubeapi", "talos", "kubeadm", "etcd", "k3s", "rke2", ":4"], p.stderr[-2000:]
+    # the registry's rank order
+    assert p.stdout.splitlines() == ["kubeapi", "talos", "kubeadm", "k3s", "rke2", "etcd", ":4"], p.stderr[-2000:]
 
     dist = bundle.parent
     tgz = dist / "kubectl-breakglass.tar.gz"

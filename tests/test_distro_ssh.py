@@ -178,9 +178,13 @@ def _seed(put) -> tuple[bytes, bytes]:
     from breakglass.webhooks import codec, sources
     from tests.test_codec import KYVERNO
 
+    from tests import backend_seed
+
     key = sources.etcd_key("validating", KYVERNO["metadata"]["name"])
     value = codec.encode_value(KYVERNO)
     put(key, value)
+    for k, v in backend_seed.healthy():  # the webhook's backend is back by the time of the revert
+        put(k, v)
     return key, value
 
 

@@ -114,9 +114,12 @@ def test_pod_log_directory_order_and_broken_member_is_a_warning(tmp_path):
 
 
 def test_huge_single_line(tmp_path):
+    """One 50 MiB line: read up to the 4 MiB a record may hold (what it says there is found), cut there, and the
+    cut said by its line number; the rest is never held."""
     p = tmp_path / "one.log"
     with open(p, "wb") as f:
-        f.write(b"z" * (50 << 20))
-        f.write(LINE)
-    d, _ = diagnose_paths([str(p)])
+        f.write(LINE.rstrip(b"\n") + b" ")
+        f.write(b"z" * (50 << 20) + b"\n")
+    d, warnings = diagnose_paths([str(p)])
     assert d.findings and d.stats.lines == 1
+    assert any("line 1" in w and "cut" in w for w in warnings), warnings

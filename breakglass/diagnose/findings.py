@@ -160,7 +160,8 @@ def node_lease(requests: dict[tuple, int], apiserver_only: bool = False) -> str 
 
 _FATAL_LINE = re.compile(r"\[FATAL\]|\blevel=fatal\b|\"level\"\s*:\s*\"fatal\"|^F\d{4} \d\d:\d\d:\d\d|\bpanic: ",
                          re.IGNORECASE | re.MULTILINE)
-_NODE_WRITE = re.compile(r"(?:patch|update|annotate|set|register)\w*\s+(?:the\s+)?node\b|node resource|"
+# \b and a bounded \w{0,12}: one try per word, not one per letter of a long run ("setsetset...": quadratic)
+_NODE_WRITE = re.compile(r"\b(?:patch|update|annotate|set|register)\w{0,12}\s+(?:the\s+)?node\b|node resource|"
                          r"\bnodes\s+\\?\"[^\"\\]+\\?\"", re.IGNORECASE)
 
 

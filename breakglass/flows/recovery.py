@@ -19,7 +19,7 @@ from breakglass.access.etcd import Etcd, EtcdSettings
 from breakglass.core.errors import BadInput, BreakglassError, Interrupted, PreconditionFailed
 from breakglass.core.journal import Run
 from breakglass.ways import driver
-from breakglass.ways.base import Step
+from breakglass.ways.base import RESTORED, Step
 from breakglass.ways.etcd_delete import EtcdDelete
 from breakglass.webhooks import sources
 
@@ -343,9 +343,12 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
     preview = driver.revert(remedy, run, force=force, dry_run=True)
     verdict = _guard_verdict(run, st, etcd, ssh, kube, remedy)
     overridden = force or override_backend
+    # only a step the revert would actually put back re-arms anything: a target recreated since (a conflict,
+    # left alone without --force) or already restored does not
+    rearms = any(o.outcome == RESTORED for o in preview.outcomes)
     if not dry_run:
         run.append("guard-checked", **verdict.to_json(), overridden=overridden and verdict.state != "ready")
-    if verdict.state == "down" and not overridden:
+    if verdict.state == "down" and rearms and not overridden:
         err = PreconditionFailed(f"run {run.id} not reverted yet: {verdict.refusal()}",
                                  hint=f"start the webhook's backend, then `breakglass revert {run.id}` again "
                                       f"(--force reverts anyway and re-arms it while it cannot answer)")
