@@ -157,3 +157,17 @@ def test_the_wizard_reverts_at_once_when_the_backend_is_ready(etcd_clean, tmp_pa
     p = ScriptedPrompter(["revert"])  # no typed word asked for
     assert wizard.run(p, state) == 0
     assert _get(etcd_clean, KEY) == codec.encode_value(KYVERNO)
+
+
+def test_revert_removes_a_backup_temp_file_a_killed_write_left(etcd_clean, tmp_path):
+    """A backup's temp file (a copy of what was changed, which may hold a secret) left by a kill is removed by the
+    revert of that run."""
+    state = str(tmp_path / "state")
+    run_id = _recover(etcd_clean, state)
+    run = journal.Run.open(run_id, state)
+    left = f"{run.backups}/s2.value.tmp"
+    with open(left, "wb") as f:
+        f.write(b"half a backup")
+    _put(etcd_clean, backend_seed.healthy())
+    assert recovery.revert_run(run_id, state, _target(etcd_clean)).status == "reverted"
+    assert not __import__("os").path.exists(left)

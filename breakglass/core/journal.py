@@ -353,6 +353,21 @@ class Run:
             raise JournalError(f"backup {path} did not read back intact")
         return digest
 
+    def tidy_backups(self) -> list[str]:
+        """Remove the ``NAME.tmp`` files a backup write killed midway left (they may hold a config's secrets);
+        called with the run locked, so no writer of this run is at work. The names removed."""
+        gone = []
+        try:
+            names = os.listdir(self.backups)
+        except OSError:
+            return gone
+        for n in names:
+            p = os.path.join(self.backups, n)
+            if n.endswith(".tmp") and not os.path.islink(p) and os.path.isfile(p):
+                os.unlink(p)
+                gone.append(n)
+        return gone
+
     def read_backup(self, name: str, digest: str | None = None) -> bytes:
         if not isinstance(name, str) or "/" in name or name.startswith(".") or not name:
             raise JournalError(f"backup name {name!r} in the journal is not one breakglass writes")

@@ -323,6 +323,7 @@ def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, forc
     if dry_run:  # a dry run writes nothing and takes no lock
         return _revert_locked(run, etcd, force, True, talos, ssh, kube, override_backend)
     with run.locked("reverting"):
+        run.tidy_backups()  # a backup write killed midway left its temp file: no writer holds it now
         return _revert_locked(run, etcd, force, False, talos, ssh, kube, override_backend)
 
 
