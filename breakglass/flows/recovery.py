@@ -270,6 +270,8 @@ def _guard_verdict(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, 
     """The backends of every webhook the revert re-arms, read through what this revert can reach: the etcd given
     or the run's own (etcd runs), the API given, the run's own (kubeapi runs), or $KUBECONFIG."""
     reader_etcd = etcd
+    if reader_etcd is not None and st.method == "etcd":  # the keys are under the run's own prefix (k3s: /k3s)
+        reader_etcd = EtcdTarget(reader_etcd.settings, st.target.get("etcd_prefix") or sources.DEFAULT_ETCD_PREFIX)
     if reader_etcd is None and st.method == "etcd":
         own = getattr(remedy, "etcd", None)
         if own is not None:
