@@ -96,6 +96,11 @@ def _fast(argv: list) -> int | None:
     """The exit code of a fast scan, or None when the full command line should run."""
     if not argv:
         return None
+    if argv in (["--version"], ["-V"]):  # what image builds and scripts ask first; the same line as the full CLI's
+        from breakglass import __version__
+
+        print(f"breakglass {__version__}")
+        return 0
     if argv[0] == "diagnose":
         parsed, run = _paths_and_output(argv[1:], ("text", "json")), _diagnose
     elif argv[0] == "leaks":

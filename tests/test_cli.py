@@ -119,6 +119,17 @@ def test_version_json():
     assert p.returncode == 0 and json.loads(p.stdout)["result"]["breakglass"]
 
 
+@pytest.mark.parametrize("argv", [["--version"], ["-V"], ["--version", "--help"]])
+def test_dash_dash_version_is_one_line_from_the_fast_path_and_the_full_command_line(argv):
+    """`--version` alone takes the fast path (no typer); with anything after it the full command line answers,
+    eagerly, with the same line."""
+    from breakglass import __version__
+
+    p = run_cli(*argv)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.decode() == f"breakglass {__version__}\n"
+
+
 def test_the_core_never_imports_the_ui_libraries():
     """typer only in breakglass/cli/; questionary only in the prompter behind prompts.Prompter; rich nowhere."""
     import ast

@@ -1,6 +1,7 @@
 """`breakglass wizard`, and `breakglass` alone on a terminal."""
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -15,8 +16,19 @@ from breakglass.cli._base import (
 from breakglass.core.errors import BadInput
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from breakglass import __version__  # noqa: PLC0415
+
+        print(f"breakglass {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root(ctx: typer.Context) -> None:
+def _root(ctx: typer.Context, _version: Annotated[bool, typer.Option(
+        "--version", "-V", is_eager=True, callback=_print_version,
+        help="Print breakglass's version and exit (`breakglass version` lists its libraries and tools too).")] = False,
+) -> None:
     # On a terminal, `breakglass` alone is the wizard; elsewhere (scripts, pipes) it is help.
     if ctx.invoked_subcommand is None:
         if sys.stdin is not None and sys.stdin.isatty() and sys.stdout.isatty():
