@@ -58,6 +58,17 @@ def test_recheck_commands_quote_object_names(tmp_path, name):
     assert "\r" not in text and not any(line.lstrip().startswith("rm -rf") for line in text.splitlines())
 
 
+@pytest.mark.parametrize("name", ["cm\u202egnp.exe", "cm\u2066x\u2069", "cm\u200bx", "cm\x1b[2Jx"])
+def test_recheck_of_a_name_that_reorders_or_hides_what_is_read_is_a_comment(tmp_path, name):
+    """A bidi override, an isolate, a zero-width space or ESC would make the shown command differ from the one
+    pasted: no object can carry them, so the re-check is a comment with each character escaped."""
+    rep = audit.scan([str(_leak_log(tmp_path, name))])
+    [r] = rep.recheck
+    assert r.kubectl.startswith("# not re-checkable")
+    assert r.kubectl.isprintable() and "\\u" in r.kubectl or "\\x1b" in r.kubectl
+    assert render.leak_report(rep).count(r.kubectl) == 1
+
+
 def test_recheck_text_report_does_not_split_on_cr_lf(tmp_path):
     rep = audit.scan([str(_leak_log(tmp_path, "a\nkubectl delete ns prod"))])
     text = render.leak_report(rep)

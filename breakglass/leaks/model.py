@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from breakglass.core.errors import BadInput
+from breakglass.core.safetext import printable
 from breakglass.logs.timestamps import parse_iso
 
 WRITES = ("create", "update", "patch")
@@ -142,22 +143,14 @@ def admitted_write(leak: Leak) -> bool:
 
 
 # Characters that end or rewrite a line on a terminal or in a paste: C0 and C1 controls, DEL, Unicode line breaks.
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def escape_controls(text: str) -> str:
-    """Text from a log, safe to print on one line: control characters as \\n, \\r, \\x1b, ..."""
-    if not CONTROL.search(text):
-        return text
-    return CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
-
-
 def kubectl_get(resource: str, namespace: str, name: str) -> str:
     """The re-check command, for pasting into a shell: every word from the log shell-quoted, a name that starts
-    with '-' after '--'; a name with a control character (no object can have one) is a comment, never a command."""
-    if CONTROL.search(resource + namespace + name):
-        return (f"# not re-checkable, control characters in the name: {escape_controls(resource)} "
-                f"{escape_controls(name)!r}" + (f" -n {escape_controls(namespace)!r}" if namespace else ""))
+    with '-' after '--'. A name with a character no object name can have (a control, a bidi override or
+    isolate, a zero-width mark: the ones that rewrite or reorder what the engineer reads) is a comment with
+    those characters escaped, never a command: what would be pasted is not what was shown."""
+    if not (resource + namespace + name).isprintable():
+        return (f"# not re-checkable, unprintable characters in the name: {printable(resource)} "
+                f"'{printable(name)}'" + (f" -n '{printable(namespace)}'" if namespace else ""))
     ns = f" -n {shlex.quote(namespace)}" if namespace else ""
     if name.startswith("-"):
         return f"kubectl get {shlex.quote(resource)}{ns} -o yaml -- {shlex.quote(name)}"
