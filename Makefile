@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench bundle system-deps clean go-components kube-apiserver
+.PHONY: demo test bench bundle image system-deps clean go-components kube-apiserver
 
 $(STAMP): pyproject.toml setup.py breakglass/logs/_newlines.c scripts/bootstrap.sh
 	bash scripts/bootstrap.sh python
@@ -47,6 +47,11 @@ bench: $(STAMP) bundle
 # (PYTHONS=3.11,3.12 MACHINES=x86_64 make bundle: a smaller file for fewer targets)
 bundle: $(STAMP)
 	$(PY) scripts/bundle.py $(if $(PYTHONS),--python $(PYTHONS)) $(if $(MACHINES),--machine $(MACHINES))
+
+# The in-cluster guard's image (deploy/Dockerfile): docker, or buildah where no Docker engine runs.
+# IMAGE_ARGS="--tag REGISTRY/breakglass:0.1.0 --debian-base --save breakglass.tar" (scripts/image.sh --help)
+image:
+	bash scripts/image.sh $(IMAGE_ARGS)
 
 clean:
 	rm -rf $(VENV) bench/.data .pytest_cache dist build

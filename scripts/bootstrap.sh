@@ -32,6 +32,9 @@ case "${1:-}" in
     command -v debootstrap >/dev/null || want+=(debootstrap)  # ... from Debian's packages for that machine
     command -v prometheus >/dev/null || want+=(prometheus)  # the exporter is scraped by a real Prometheus; promtool
     command -v prometheus-pushgateway >/dev/null || want+=(prometheus-pushgateway)  # the chart's CronJob pushes
+    command -v buildah >/dev/null || want+=(buildah)       # the guard's image is built for real, with no daemon
+    command -v podman >/dev/null || want+=(podman)         # ... and run as the chart's pod runs it
+    command -v runc >/dev/null || want+=(runc)             # ... by runc (crun refuses hybrid cgroups, seen here)
     ;;
   *) echo "usage: $0 python|demo|test" >&2; exit 2 ;;
 esac
