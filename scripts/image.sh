@@ -102,14 +102,20 @@ if [ "$debian_base" = 1 ]; then
                --build-arg "RUN_IMAGE=localhost/breakglass-base/python:3.11-bookworm-run")
 fi
 
+build_failed() {
+    echo "image: $builder could not build $tag (its error is above)" >&2
+    [ "$debian_base" = 1 ] || echo "image: no container registry answers for the Python base images? --debian-base" \
+        "makes them from Debian's packages" >&2
+    exit 1
+}
 echo "image: building $tag with $builder ..." >&2
 if [ "$builder" = docker ]; then
     # docker reads deploy/Dockerfile.dockerignore itself (BuildKit: <Dockerfile>.dockerignore beside it)
-    docker build -f deploy/Dockerfile "${base_args[@]}" -t "$tag" . >&2
+    docker build -f deploy/Dockerfile "${base_args[@]}" -t "$tag" . >&2 || build_failed
     [ -z "$save" ] || docker save -o "$save" "$tag"
 else
     bah build --quiet --isolation chroot --ignorefile deploy/Dockerfile.dockerignore -f deploy/Dockerfile \
-        "${base_args[@]}" -t "$tag" . >&2
+        "${base_args[@]}" -t "$tag" . >&2 || build_failed
     [ -z "$save" ] || bah push --quiet "$tag" "docker-archive:$save:$tag" >&2
 fi
 echo "$tag"
