@@ -36,7 +36,9 @@ def _paths_and_output(args: list, outputs: tuple, repeated: str | None = None):
 
 
 def _progress_line(source: str, done: int) -> None:  # the same line as breakglass.cli._base's
-    print(f"\rreading {source}: {done >> 20} MiB", end="", file=sys.stderr, flush=True)
+    from breakglass.core.safetext import printable
+
+    print(f"\rreading {printable(source)}: {done >> 20} MiB", end="", file=sys.stderr, flush=True)
 
 
 def _diagnose(paths: list, output: str) -> int:

@@ -143,3 +143,17 @@ def test_a_usage_error_escapes_the_option_it_quotes():
     assert p.returncode == 2
     _assert_shown_escaped(p, escaped_in_stdout=False)
     assert "\\u202e" in p.stderr.decode()
+
+
+def test_leaks_warning_about_a_hostile_file_name_is_escaped(tmp_path):
+    """A file in the audit-log directory named by someone else: the warning that names it (a line past the 4 MiB
+    cut) shows the name escaped, on one line."""
+    path = tmp_path / f"audit-{HOSTILE}.log"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(event("a1", "create", "configmaps", "default", "cm", {}, 201) + "\n")
+        f.write('{"annotations": {"failed-open.validating.webhook.admission.k8s.io/round_0_index_0": "' +
+                "x" * (5 << 20) + '"}}\n')
+    p = run_cli("leaks", "--audit-log", str(path), env=_env())
+    _assert_shown_escaped(p, escaped_in_stdout=False)
+    err = p.stderr.decode("utf-8", "surrogateescape")
+    assert "\\u202e" in err and "longer than 4 MiB" in err, err

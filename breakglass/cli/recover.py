@@ -16,6 +16,7 @@ from typing_extensions import Annotated
 from breakglass.cli import ways as cli_ways
 from breakglass.cli._base import (
     app,
+    _safe,
     _confirm,
     ContextOpt,
     DryRunOpt,
@@ -118,14 +119,14 @@ def _retrying(text: str) -> None:
     if sys.stderr.isatty():
         _spin_line(text)
     else:
-        print(f"retrying: {text}", file=sys.stderr, flush=True)
+        print(f"retrying: {_safe(text)}", file=sys.stderr, flush=True)
 
 
 def _spin_line(text: str) -> None:
     from breakglass.present.prompts import SPIN  # noqa: PLC0415
 
     _spun[0] += 1
-    print(f"\r\033[K{SPIN[_spun[0] % 4]} {text}"[:200], end="", file=sys.stderr, flush=True)
+    print(f"\r\033[K{SPIN[_spun[0] % 4]} {_safe(text)}"[:200], end="", file=sys.stderr, flush=True)
 
 
 def _wanted(o: Options) -> list:
@@ -484,7 +485,7 @@ def _auto_method(args: dict) -> str:
                              args["etcd_user"], args["etcd_password"]))
     note = scripted.verdict_note(args["diagnosis"])
     if note:
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {_safe(note)}", file=sys.stderr)  # it may name a webhook from the diagnosis file
     return scripted.auto_method(access, bool(args["webhook_config"]),
                                 family=scripted.family_from_diagnosis(args["diagnosis"]))
 

@@ -23,6 +23,7 @@ import re
 from typing import Iterator
 
 from breakglass.core.errors import BadInput
+from breakglass.core.safetext import printable
 from breakglass.leaks.events import View, parse_line, ref_name, view
 from breakglass.leaks.model import Leak, LeakReport, Rechecks, TimeRange, admitted_write, finish, parse_time
 from breakglass.logs import forked, split
@@ -265,7 +266,7 @@ def scan(paths: list[str], since: str | None = None, until: str | None = None,
         print(f"warning: {rep.lines_too_deep} line(s) of JSON nested deeper than {MAX_DEPTH} levels were skipped "
               "(an audited request can be shaped so); every other line was read", file=sys.stderr)
     for note in notes:
-        print(f"warning: {note}", file=sys.stderr)
+        print(f"warning: {printable(note)}", file=sys.stderr)  # it names a file: a directory's names are anyone's
     return finish(rep, rechecks, window_gap)
 
 
