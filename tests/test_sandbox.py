@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 from breakglass import sandbox
 from tests.conftest import run_cli
+from tests.real_control_plane import binary_for
 
 
 def test_up_status_down_with_a_real_etcd(tmp_path):
@@ -110,3 +112,30 @@ def test_the_sandbox_etcd_starts_again_on_new_ports_when_its_port_was_taken(tmp_
     finally:
         sandbox.down(d)
         busy.close()
+
+
+def test_status_after_etcd_died_says_to_stop_what_is_left_first(tmp_path):
+    """etcd killed (-9) under a real kube-apiserver that lives on: status says not running and that `down` (with
+    this --dir) stops the leftover first; running that leaves nothing behind."""
+    _, binary = binary_for("1.34")
+    d = str(tmp_path / "sb")
+    up = run_cli("sandbox", "up", "--dir", d, "--apiserver", binary, "--scenario", "healthy", "-o", "json")
+    assert up.returncode == 0, up.stderr
+    try:
+        etcd = json.loads(up.stdout)["result"]["pid"]
+        os.kill(etcd, 9)
+        for _ in range(100):
+            if not os.path.exists(f"/proc/{etcd}") or open(f"/proc/{etcd}/stat").read().split()[2] == "Z":
+                break
+            time.sleep(0.1)
+        doc = json.loads(run_cli("sandbox", "status", "--dir", d, "-o", "json").stdout)
+        assert doc["result"]["running"] is False and doc["result"]["processes"], doc
+        nxt = doc["outcome"]["next"]
+        assert nxt[0].startswith(f"breakglass sandbox down --dir {d}") and "stops what is left" in nxt[0]
+        assert nxt[1] == f"breakglass sandbox up --dir {d}"
+        text = run_cli("sandbox", "status", "--dir", d).stdout.decode()
+        assert f"breakglass sandbox down --dir {d}" in text
+    finally:
+        down = run_cli("sandbox", "down", "--dir", d, "-o", "json")
+    assert down.returncode == 0, down.stderr
+    assert not os.path.exists(d)

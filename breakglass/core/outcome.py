@@ -9,6 +9,8 @@ it as text for recover, revert, runs, the wizard and report.md. Builders read a 
 
 from __future__ import annotations
 
+import shlex
+
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -198,8 +200,13 @@ def _sandbox(s: dict, code: int) -> Outcome:
     out = Outcome("running" if s.get("running") else "stopped", read=[s.get("dir") or ""])
     if s.get("removed"):
         out.changed = [("stopped and removed " if s.get("stopped") else "removed ") + s["dir"]]
-    elif s.get("running") is False and "removed" not in s:
-        out.next = ["breakglass sandbox up"]
+    elif s.get("running") is False and "removed" not in s and not s.get("untrusted"):
+        # etcd is down but some of the sandbox's processes live on (a crash, a kill -9): `up` would reuse
+        # nothing and start beside them; `down` stops them first.
+        left = [p.get("what") or p.get("name") for p in s.get("processes") or []]
+        where = f" --dir {shlex.quote(s['dir'])}" if s.get("dir") else ""
+        out.next = ([f"breakglass sandbox down{where}   (stops what is left: {', '.join(map(str, left))})"]
+                    if left else []) + [f"breakglass sandbox up{where}"]
     return out
 
 
