@@ -31,6 +31,21 @@ NAMESPACE = "breakglass-guard"
 RELEASE = "guard"  # fullname: guard-breakglass
 ACCOUNT = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-breakglass"
 OPERATOR_KINDS = ("PrometheusRule", "ServiceMonitor")  # prometheus-operator's CRDs: not in a bare apiserver
+# their CRD manifests, fetched from prometheus-operator's Go module by scripts/operator_crds.sh (its one version pin)
+OPERATOR_CRDS = {"PrometheusRule": "monitoring.coreos.com_prometheusrules.yaml",
+                 "ServiceMonitor": "monitoring.coreos.com_servicemonitors.yaml"}
+CRONJOB = ("mode=cronjob", "cronjob.pushgateway=http://pgw:9091")
+# The renderings the apiserver checks, and the operator kinds each renders: the default exporter (its
+# PrometheusRule), the exporter with its ServiceMonitor and both kinds' extra labels, and cronjob mode, where an
+# enabled ServiceMonitor is left out (no Service to scrape: the CronJob pushes).
+MODES = {
+    "exporter": ((), ["PrometheusRule"]),
+    "exporter+servicemonitor": (("serviceMonitor.enabled=true", "serviceMonitor.interval=30s",
+                                 "serviceMonitor.labels.release=kube-prometheus-stack",
+                                 "prometheusRule.labels.release=kube-prometheus-stack"),
+                                ["PrometheusRule", "ServiceMonitor"]),
+    "cronjob": ((*CRONJOB, "targetVersion=1.33", "serviceMonitor.enabled=true"), ["PrometheusRule"]),
+}
 ADMISSION_RESOURCES = ("validatingwebhookconfigurations", "mutatingwebhookconfigurations",
                        "validatingadmissionpolicies", "validatingadmissionpolicybindings",
                        "mutatingadmissionpolicies", "mutatingadmissionpolicybindings")
@@ -151,13 +166,13 @@ def _namespace(kube) -> None:
 
 
 def test_rendered_manifests_pass_server_side_validation(real_apiserver, tmp_path):  # noqa: F811
-    """Every object the chart renders, in both modes, through the real apiserver's schemas and strict field
-    validation (a dry run: nothing is stored). The prometheus-operator kinds need its CRDs, which a bare apiserver
-    lacks: they are left out here (their rules are promtool's, above)."""
+    """Every object the chart renders, in each rendering of MODES, through the real apiserver's schemas and strict
+    field validation (a dry run: nothing is stored). The prometheus-operator kinds need its CRDs, which a bare
+    apiserver lacks: they are left out here, and checked against those CRDs below (their rules are promtool's)."""
     kube = real_apiserver
     _namespace(kube)
     kubeconfig = kube.kubeconfig(str(tmp_path / "admin.kubeconfig"))
-    for sets in ((), ("mode=cronjob", "cronjob.pushgateway=http://pgw:9091", "targetVersion=1.33")):
+    for sets, _ in MODES.values():
         docs = [d for d in _docs(_render(*sets).stdout) if d["kind"] not in OPERATOR_KINDS]
         p = _kubectl(kubeconfig, "apply", "--dry-run=server", "--validate=strict", "-o", "json", "-f", "-",
                      stdin=yaml.safe_dump_all(docs))
@@ -170,6 +185,131 @@ def test_rendered_manifests_pass_server_side_validation(real_apiserver, tmp_path
     p = _kubectl(kubeconfig, "apply", "--dry-run=server", "--validate=strict", "-f", "-", ok=False,
                  stdin=yaml.safe_dump(bad))
     assert p.returncode != 0 and "notAField" in p.stderr
+
+
+# -- the prometheus-operator kinds, against prometheus-operator's own CRDs --------------------------------
+
+@pytest.fixture(scope="module")
+def operator_crds() -> dict[str, dict]:
+    """kind -> prometheus-operator's published CRD for it, from scripts/operator_crds.sh (the operator's Go module
+    at the release pinned there, checksum-verified by the go command; kept in build/operator-crds/, not in git).
+    Without Go or the download, the tests skip with the reason; under CI they fail, like a missing build."""
+    p = subprocess.run([os.path.join(ROOT, "scripts", "operator_crds.sh")], capture_output=True, text=True,
+                       timeout=900)
+    if p.returncode != 0:
+        why = f"scripts/operator_crds.sh could not fetch prometheus-operator's CRDs: {p.stderr.strip()}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why + ": CI must validate the chart's PrometheusRule and ServiceMonitor")
+        pytest.skip(why)
+    directory = p.stdout.strip().splitlines()[-1]
+    version = os.path.basename(directory).removeprefix("v")
+    crds = {}
+    for kind, name in OPERATOR_CRDS.items():
+        with open(os.path.join(directory, name), encoding="utf-8") as f:
+            crd, = _docs(f.read())
+        assert crd["kind"] == "CustomResourceDefinition" and crd["spec"]["names"]["kind"] == kind
+        assert crd["spec"]["group"] == "monitoring.coreos.com"
+        assert crd["metadata"]["annotations"]["operator.prometheus.io/version"] == version, name
+        assert [v["name"] for v in crd["spec"]["versions"] if v["served"]] == ["v1"], name
+        crds[kind] = crd
+    return crds
+
+
+@pytest.fixture
+def operator_apiserver(real_apiserver, operator_crds, tmp_path):  # noqa: F811
+    """The session's apiserver with prometheus-operator's two CRDs created and Established, and an admin
+    kubeconfig for it. The apiserver is shared by the whole session: the CRDs are this fixture's alone (created
+    here, so a left-over would fail loudly), deleted after, and waited for until they are gone."""
+    kube = real_apiserver
+    _namespace(kube)
+    kubeconfig = kube.kubeconfig(str(tmp_path / "admin.kubeconfig"))
+    crds = [crd["metadata"]["name"] for crd in operator_crds.values()]
+    names = [f"crd/{name}" for name in crds]
+    manifest = yaml.safe_dump_all(list(operator_crds.values()))
+    _kubectl(kubeconfig, "create", "-f", "-", stdin=manifest)
+    try:
+        _kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", *names)
+        yield kubeconfig
+    finally:
+        _kubectl(kubeconfig, "delete", "--ignore-not-found", "--wait", "--timeout=60s", *names)
+        assert not _kubectl(kubeconfig, "get", "crd", "-o", "name", "--ignore-not-found", *crds).stdout
+
+
+def _dry_run(kubeconfig: str, docs: list[dict], ok: bool = True) -> subprocess.CompletedProcess:
+    """A server-side dry run of ``docs`` with strict field validation: the apiserver's own schema check."""
+    return _kubectl(kubeconfig, "apply", "--dry-run=server", "--validate=strict", "-o", "json", "-f", "-",
+                    ok=ok, stdin=yaml.safe_dump_all(docs))
+
+
+def test_the_prometheus_operator_kinds_pass_server_side_validation_against_its_crds(operator_apiserver):
+    """The chart's PrometheusRule and ServiceMonitor, in every rendering above, through prometheus-operator's own
+    CRD schemas (strict: an unknown field is refused, not pruned) in the real apiserver: accepted, and stored
+    as rendered (nothing pruned or defaulted away). The ServiceMonitor also selects the chart's Service by its
+    labels and scrapes the port it names."""
+    kubeconfig = operator_apiserver
+    for mode, (sets, kinds) in MODES.items():
+        rendered = _docs(_render(*sets).stdout)
+        docs = [d for d in rendered if d["kind"] in OPERATOR_KINDS]
+        assert sorted(d["kind"] for d in docs) == kinds, mode
+        out = json.loads(_dry_run(kubeconfig, docs).stdout)
+        items = out.get("items", [out])
+        assert sorted(i["kind"] for i in items) == kinds, mode
+        for doc, item in zip(docs, items):
+            assert (item["apiVersion"], item["kind"]) == (doc["apiVersion"], doc["kind"]), mode
+            assert item["metadata"]["namespace"] == NAMESPACE, mode
+            assert item["metadata"]["labels"] == doc["metadata"]["labels"], mode
+            assert item["spec"] == doc["spec"], (mode, doc["kind"])
+        for monitor in (d for d in docs if d["kind"] == "ServiceMonitor"):
+            service, = [d for d in rendered if d["kind"] == "Service"]
+            assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+            assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+            ports = {p["name"] for p in service["spec"]["ports"]}
+            assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
+            assert [e["interval"] for e in monitor["spec"]["endpoints"]] == ["30s"]
+    # an interval of "" leaves Prometheus' own: no interval at all (not `interval: null`, which the apiserver
+    # drops, so that what is stored would differ from what helm rendered)
+    monitor, = [d for d in _docs(_render("serviceMonitor.enabled=true", "serviceMonitor.interval=").stdout)
+                if d["kind"] == "ServiceMonitor"]
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics"}]
+    assert json.loads(_dry_run(kubeconfig, [monitor]).stdout)["spec"] == monitor["spec"]
+
+
+def test_a_wrong_prometheus_rule_or_service_monitor_is_refused_by_the_crd_schemas(operator_apiserver):
+    """The check above can fail: with the CRDs in place, the apiserver refuses a rendered PrometheusRule or
+    ServiceMonitor with a field their schemas do not have, or a value of the wrong type or form."""
+    kubeconfig = operator_apiserver
+    sets, _ = MODES["exporter+servicemonitor"]
+    rendered = {d["kind"]: d for d in _docs(_render(*sets).stdout)}
+
+    def broken(kind: str, change) -> dict:
+        doc = json.loads(json.dumps(rendered[kind]))
+        change(doc["spec"])
+        return doc
+
+    cases = [
+        # an unknown field under spec, and one in a rule (strict validation refuses, where a plain apply prunes)
+        (broken("PrometheusRule", lambda s: s.update(notAField=True)), 'unknown field "spec.notAField"'),
+        (broken("PrometheusRule", lambda s: s["groups"][0]["rules"][0].update(severity="critical")),
+         'unknown field "spec.groups[0].rules[0].severity"'),
+        # a rule's `for` of the wrong type, and not a Prometheus duration
+        (broken("PrometheusRule", lambda s: s["groups"][0]["rules"][0].update({"for": 600})),
+         'spec.groups[0].rules[0].for: Invalid value: "integer": spec.groups[0].rules[0].for in body must be of '
+         'type string'),
+        (broken("PrometheusRule", lambda s: s["groups"][0]["rules"][0].update({"for": "10 minutes"})),
+         "spec.groups[0].rules[0].for in body should match"),
+        (broken("ServiceMonitor", lambda s: s.update(notAField=True)), 'unknown field "spec.notAField"'),
+        # an interval of the wrong type (a bare number of seconds), and a selector of the wrong shape
+        (broken("ServiceMonitor", lambda s: s["endpoints"][0].update(interval=60)),
+         "spec.endpoints[0].interval in body must be of type string"),
+        (broken("ServiceMonitor", lambda s: s.update(selector=["app.kubernetes.io/name=breakglass"])),
+         "spec.selector in body must be of type object"),
+    ]
+    for doc, error in cases:
+        p = _dry_run(kubeconfig, [doc], ok=False)
+        assert p.returncode != 0 and error in p.stderr, (doc["spec"], p.stdout, p.stderr)
+        print(f"{doc['kind']} refused: {p.stderr.strip()}")
+    # and the same objects unbroken are accepted (the refusals are the broken fields')
+    assert _dry_run(kubeconfig, [rendered["PrometheusRule"], rendered["ServiceMonitor"]]).returncode == 0
 
 
 @pytest.fixture
