@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
-# Build the in-cluster guard's image (deploy/Dockerfile) from this checkout: the same package as the CLI.
+# Build the guard's image (deploy/Dockerfile) from this checkout: the same package.
 #
-#   scripts/image.sh                                  # breakglass:<version>, with docker or else buildah
+#   scripts/image.sh                  # breakglass:<version>: docker, else buildah
 #   scripts/image.sh --tag REGISTRY/breakglass:0.1.0 --save breakglass.tar
-#   scripts/image.sh --debian-base                    # no container registry: the Pythons from Debian's packages
+#   scripts/image.sh --debian-base    # no registry: Pythons from Debian packages
 #
-# --builder docker|buildah  docker when its engine answers (`docker info`), else buildah: daemonless, chroot
-#                           isolation, so it also builds where no Docker engine runs (CI containers, this project's
-#                           test machines)
-# --debian-base             build the two Python base images from Debian bookworm's own packages (debootstrap;
-#                           bookworm's python3.11 is the same CPython minor as python:3.11-*-bookworm) instead of
-#                           pulling them from Docker Hub: for machines that reach a Debian mirror and PyPI but no
-#                           container registry. Needs root. Kept in build/image-base/ and reused.
-# --save FILE               also write the image as a docker-archive tar: docker load / podman load -i FILE,
-#                           ctr -n k8s.io images import FILE, kind load image-archive FILE
-# --mirror URL              the Debian mirror for --debian-base (default http://deb.debian.org/debian)
-# BREAKGLASS_IMAGE_STORE=DIR  buildah keeps its images in DIR (vfs driver) instead of the system's store; the
-#                           tests use this so a run leaves nothing in /var/lib/containers
+# --builder docker|buildah
+#     docker when its engine answers (`docker info`), else buildah: no daemon,
+#     chroot isolation, so it also builds where no Docker engine runs (CI
+#     containers, this project's test machines)
+# --debian-base
+#     make the two Python base images from Debian bookworm's own packages
+#     (debootstrap; its python3.11 is the CPython minor of python:3.11-*-bookworm)
+#     instead of pulling them from Docker Hub: for hosts that reach a Debian
+#     mirror and PyPI but no container registry. Needs root. Kept, and reused,
+#     in build/image-base/
+# --save FILE
+#     also write the image as a docker-archive tar, for docker load / podman
+#     load -i FILE, ctr -n k8s.io images import FILE, kind load image-archive FILE
+# --mirror URL
+#     the Debian mirror for --debian-base (default http://deb.debian.org/debian)
+# BREAKGLASS_IMAGE_STORE=DIR
+#     buildah keeps its images in DIR (vfs driver), not the system's store: the
+#     tests use it, so a run leaves nothing in /var/lib/containers
 #
-# Prints the image's name on the last line of stdout; progress goes to stderr.
+# The image's name is the last line of stdout; progress goes to stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
