@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the guard's image (deploy/Dockerfile) from this checkout: the same package.
+# Build the guard's image (deploy/Dockerfile) of this checkout: the same package.
 #
 #   scripts/image.sh                  # breakglass:<version>: docker, else buildah
 #   scripts/image.sh --tag REGISTRY/breakglass:0.1.0 --save breakglass.tar
