@@ -68,10 +68,15 @@ def test_the_cli_refuses_while_the_service_has_no_endpoint_and_reverts_once_it_h
     events = [e["event"] for e in journal.Run.open(run_id, state).events()]
     assert "reverting" not in events and events[-1] == "run-finished"  # refused before anything was journaled
     _put(etcd_clean, backend_seed.healthy())
-    r = run_cli("revert", "--yes", "--etcd-endpoints", etcd_clean.endpoint, env=env)
+    r = run_cli("revert", "--yes", "--etcd-endpoints", etcd_clean.endpoint, "-o", "json", env=env)
     assert r.returncode == 0, r.stderr
     assert _get(etcd_clean, KEY) == codec.encode_value(KYVERNO)
     assert _events(state, run_id)[-1]["state"] == "ready"
+    told = json.loads(r.stdout)
+    assert told["result"]["guard"]["state"] == "ready" and told["result"]["guard"]["overridden"] is False
+    assert any(v.startswith("re-armed webhooks' backends ready:") and "kyverno/kyverno-svc" in v
+               for v in told["outcome"]["verified"]), told["outcome"]
+    assert not told["outcome"].get("notVerified")
 
 
 def test_force_goes_ahead_and_the_journal_says_it_was_overridden(etcd_clean, tmp_path):
@@ -83,6 +88,9 @@ def test_force_goes_ahead_and_the_journal_says_it_was_overridden(etcd_clean, tmp
     assert _get(etcd_clean, KEY) is not None
     last = _events(state, run_id)[-1]
     assert last["state"] == "down" and last["overridden"] is True
+    # the outcome says so too: re-armed while the backend cannot answer, and how to check it
+    text = r.stdout.decode()
+    assert "re-armed while its backend is not ready (overridden)" in text, text
 
 
 def test_a_resumed_run_is_checked_with_the_etcd_its_journal_names(etcd_clean, tmp_path):
@@ -115,7 +123,7 @@ def test_a_url_webhook_is_checked_by_connecting_to_it(etcd_clean, tmp_path):
         listener.bind(("127.0.0.1", port))
         listener.listen(1)
         res = recovery.revert_run(run_id, state, _target(etcd_clean))
-    assert res.status == "reverted" and res.guard.state == "ready"
+    assert res.status == "reverted" and res.guard["state"] == "ready"
 
 
 def test_services_the_diagnosis_named_are_checked_for_a_flag_run(etcd_clean, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -264,6 +265,40 @@ def test_after_reverting_a_k3s_run_the_wizard_asks_the_nodes_kubectl(tmp_path):
     access.ssh_nodes = {"cp1": object()}
     prober = wizard._node_prober(run_id, state, access)
     assert prober.distro.name == "rke2" and list(prober.nodes) == ["cp1"] and not prober.local
+
+
+@pytest.mark.parametrize("distro, service", [("k3s", "k3s"), ("rke2", "rke2-server")])
+def test_a_k3s_or_rke2_config_file_here_is_a_way_in(tmp_path, distro, service):
+    """On the server node (or a config managed as code): the wizard offers k3s and RKE2 through the file, writes
+    the drop-in beside it with the flag, restarts nothing and says so; the engine's revert guard holds (the
+    backend cannot be read from a file: Enter keeps the change); the scripted revert removes the drop-in and says
+    the backend it re-armed was not checked."""
+    from breakglass.core import journal
+    from tests.conftest import run_cli
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text('write-kubeconfig-mode: "0644"\nkube-apiserver-arg:\n  - audit-log-maxage=30\n')
+    before = cfg.read_bytes()
+    state = str(tmp_path / "state")
+    p = ScriptedPrompter([LOG, "k3s-file", str(cfg), distro, "ValidatingAdmissionWebhook", True, ""])
+    assert wizard.run(p, state) == 0
+    text = "\n".join(p.transcript)
+    assert f"{distro} (in a config.yaml here (no restart))" in text
+    dropin = tmp_path / "config.yaml.d" / "99-breakglass.yaml"
+    assert "disable-admission-plugins=ValidatingAdmissionWebhook" in dropin.read_text()
+    assert oct(dropin.stat().st_mode & 0o777) == "0o600" and cfg.read_bytes() == before
+    assert f"systemctl restart {service}" in text  # nothing restarted: the engineer is told what to run
+    assert "Not safe to revert yet" in text and dropin.exists()  # Enter at the typed word kept it
+    run = journal.list_runs(state)[-1]
+    # the scripted revert says before and after that the backend it re-arms was not read, and how to check it
+    done = run_cli("revert", run.id, "--yes", "-o", "json", env={"BREAKGLASS_STATE_DIR": state})
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["result"]["guard"]["state"] == "unchecked" and doc["result"]["guard"]["rearms"] is True
+    assert any("backends not checked" in line and "kyverno/kyverno-svc" in line
+               for line in doc["outcome"]["notVerified"]), doc["outcome"]
+    assert doc["outcome"]["next"] == ["kubectl -n kyverno get endpoints kyverno-svc"]
+    assert not dropin.exists() and cfg.read_bytes() == before
 
 
 DEGRADED = ('W0224 15:32:50.984784       1 dispatcher.go:217] Failed calling webhook, failing closed '

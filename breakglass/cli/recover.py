@@ -495,7 +495,8 @@ def revert(
     run: Annotated[Optional[str], typer.Argument(
         help="Run name (or unique prefix), or a run directory. Default: the latest not yet reverted.",
         show_default=False)] = None,
-    force: Annotated[bool, typer.Option(help="Overwrite targets that changed since the run.")] = False,
+    force: Annotated[bool, typer.Option(help="Overwrite targets that changed since the run, and revert although "
+                                             "a re-armed webhook's backend is not ready.")] = False,
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
     etcd_key: EtcdKeyOpt = None, etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None,
     timeout: TimeoutOpt = None, etcd_via_ssh: EtcdViaSshOpt = None,
@@ -512,7 +513,9 @@ def revert(
 
     Compare-before-write: a target that changed since the run (say, an operator recreated
     the configuration) is reported with a diff and left alone, exit 4, unless --force.
-    Reverting twice is safe. A run directory copied to another machine reverts there too.
+    A revert that would re-arm a fail-closed webhook whose backend has no ready endpoint
+    (or whose backend cannot be read) is refused first, exit 4, with the command that
+    checks it; --force reverts anyway. Reverting twice is safe. A run directory copied to another machine reverts there too.
 
     Examples:
 

@@ -116,8 +116,19 @@ def _revert(r: dict, code: int) -> Outcome:
                     if o["outcome"] != "conflict"]
     out.not_verified = [f"{o['step']}: changed since the run, left alone" for o in outcomes
                         if o["outcome"] == "conflict"]
-    if out.not_verified:
-        out.next = [f"breakglass revert {r['run']} --force   (overwrites what changed)"]
+    guard = r.get("guard") or {}
+    if guard.get("rearms") and out.changed:  # what the webhooks this revert put back in the path can do now
+        seen = "; ".join(guard.get("lines") or [])
+        if guard.get("state") == "ready":
+            out.verified.append(f"re-armed webhooks' backends ready: {seen}")
+        elif guard.get("state") == "down":
+            out.not_verified.append(f"re-armed while its backend is not ready (overridden): {seen}")
+        else:
+            out.not_verified.append(f"re-armed webhooks' backends not checked: {seen}")
+        if guard.get("state") != "ready":
+            out.next = [b["check"] for b in guard.get("backends") or [] if b.get("ready") is not True and b.get("check")]
+    if any(o["outcome"] == "conflict" for o in outcomes):
+        out.next = [f"breakglass revert {r['run']} --force   (overwrites what changed)"] + out.next
     return out
 
 

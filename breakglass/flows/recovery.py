@@ -357,12 +357,14 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
                                       f"(--force reverts anyway and re-arms it while it cannot answer)")
         err.guard = verdict  # type: ignore[attr-defined]
         raise err
+    guard = {**verdict.to_json(), "rearms": rearms, "overridden": overridden and verdict.state != "ready",
+             "lines": verdict.lines()}
     if dry_run:
-        preview.guard = verdict
+        preview.guard = guard
         return preview
     try:
         result = driver.revert(remedy, run, force=force, dry_run=False)
-        result.guard = verdict
+        result.guard = guard
         return result
     finally:
         run.write_file("report.md", report(run))

@@ -346,7 +346,11 @@ WAYS_IN = [
     ("ssh", "SSH to control-plane nodes (kubeadm, k3s, RKE2)", "kubeadm: the kube-apiserver manifest; k3s, RKE2: "
      "a drop-in of their config.yaml and a service restart. breakglass finds which the node runs."),
     ("manifest", "a kubeadm manifest on this machine", "You are on the control-plane node, as root."),
+    ("k3s-file", "a k3s or RKE2 config.yaml (here, or managed as code)", "A drop-in beside it turns the webhook "
+     "plugins off; nothing is restarted: you restart k3s or rke2-server, or roll the file out."),
 ]
+# where k3s and RKE2 read their config.yaml on a server node (the first that exists is the default answer)
+K3S_CONFIGS = ("/etc/rancher/k3s/config.yaml", "/etc/rancher/rke2/config.yaml")
 
 
 def _access(p: Prompter, state: str | None, timeout: float, typed: Typed) -> planner.Access:
@@ -438,6 +442,12 @@ def _access(p: Prompter, state: str | None, timeout: float, typed: Typed) -> pla
                           port=int(port) if port else None, accept_new=accept, timeout=timeout)
         a.ssh_nodes = {h: Node(h, opts) for h in hosts}
         a.readyz_urls = list(hosts)
+    elif how == "k3s-file":
+        default = next((f for f in K3S_CONFIGS if os.path.exists(f)), K3S_CONFIGS[0])
+        a.k3s_files = [os.path.abspath(os.path.expanduser(_ask(p, typed, "k3s_config", "k3s or RKE2 config.yaml:",
+                                                               default, _readable_required)))]
+        # no /readyz to watch: nothing restarts until the engineer does it (and k3s answers an anonymous /readyz
+        # with 401 only)
     else:
         a.manifest = os.path.abspath(os.path.expanduser(_ask(p, typed, "manifest", "kube-apiserver manifest:",
                                                              "/etc/kubernetes/manifests/kube-apiserver.yaml",
@@ -748,8 +758,14 @@ def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: li
                                                   plugins, 180.0)
         return remedy, steps, ",".join(plugins), []
     if method in ("k3s", "rke2"):
-        if not a.ssh_nodes:  # the registry offers k3s/RKE2 only over SSH here; never plan for no node at all
-            raise BadInput(f"{method} needs SSH to its server nodes")
+        if variant == "file":  # a config.yaml here: its drop-in written beside it, nothing restarted
+            from breakglass.access.local import LocalNode  # noqa: PLC0415
+
+            remedy, steps = recovery.plan_k3s(method, {"localhost": LocalNode()}, a.k3s_files[0], None, plugins,
+                                              180.0, local=True)
+            return remedy, steps, ",".join(plugins), []
+        if not a.ssh_nodes:  # never plan for no node at all
+            raise BadInput(f"{method} needs SSH to its server nodes, or its config.yaml here")
         remedy, steps = recovery.plan_k3s(method, a.ssh_nodes, None, None, plugins, 180.0)
         return remedy, steps, ",".join(plugins), []
     raise BadInput(f"unknown method {method}")

@@ -227,6 +227,11 @@ def revert_result(r, preview: bool = False) -> str:
             out += [_whole("      ", line) for line in o.diff.rstrip().splitlines()]  # the exact diff: whole
     if r.status == "closed":
         out.append("  nothing was changed by this run; it is closed")
+    guard = getattr(r, "guard", None) or {}
+    if preview and guard.get("rearms") and guard.get("state") != "ready":
+        # said before the question: what the revert puts back in the path, and what is known of its backend
+        out += _wrap("  this revert re-arms fail-closed webhooks; their backends: "
+                     + "; ".join(guard.get("lines") or ["not known"]), "", "    ")
     if not preview:
         out += _outcome_of("RevertResult", r)
     return _join(out)

@@ -159,6 +159,9 @@ class RevertResult:
     dry_run: bool
     outcomes: list[RevertOutcome]
     status: str  # reverted | conflict | would-revert (dry run) | nothing-to-do | closed (a run left open, closed)
+    # the revert guard's reading of the backends this revert re-arms (flows.revert_guard.Verdict.to_json, plus
+    # whether it was overridden); None where no guard ran (nothing to revert)
+    guard: dict | None = None
 
 
 def revert(remedy: Remedy, run: Run, force: bool = False, dry_run: bool = False) -> RevertResult:
