@@ -119,7 +119,7 @@ def _manifest(request, tmp_path):
 
 
 def _k3s_file(request, tmp_path):
-    """--config-file for k3s/RKE2: both read the same config.yaml format."""
+    """--config-file for k3s/RKE2, and the wizard's "a k3s or RKE2 config.yaml": both read the same format."""
     path = _copy(os.path.join(ROOT, "tests", "k3s", "k3s-scalar.yaml"), tmp_path, "config.yaml")
     return planner.Access(k3s_files=[path]), {"k3s", "rke2"}
 
@@ -142,7 +142,7 @@ ACCESSES = {"etcd": _etcd, "sandbox": _sandbox, "kubeconfig": _kubeconfig, "kube
 def test_every_way_in_of_the_wizard_and_the_cli_is_in_the_table():
     wizard_ways = {k for k, _t, _h in wizard.WAYS_IN} | {"sandbox"}
     covered = {"etcd": "etcd", "kubeconfig": "kubeconfig", "talos": "talosctl", "talos-file": "talos-file",
-               "ssh": "ssh", "manifest": "manifest", "sandbox": "sandbox"}
+               "ssh": "ssh", "manifest": "manifest", "k3s-file": "k3s-file", "sandbox": "sandbox"}
     assert wizard_ways == set(covered) and set(covered.values()) <= set(ACCESSES)
     needs = {v.needs for w in registry.WAYS for v in w.variants}
     assert needs == {"apiserver", "talos", "talos-file", "ssh", "manifest", "k3s-file", "etcd"}
@@ -186,9 +186,8 @@ def test_a_way_is_usable_only_if_it_can_act_and_then_it_plans_or_says_why(way_in
             assert (not said_need or any(f"no {n} access" in why for n in NEEDS[o.method])
                     or (o.method == "kubeadm" and "no ssh access" in why)), (way_in, o)  # a true reason
             continue
-        if access.k3s_files:  # a CLI-only way in (the wizard never asks for a config.yaml here): its --dry-run
+        if access.k3s_files:  # the CLI's --config-file plans it too (and the wizard's plan follows)
             _planned_by_the_cli(o.method, access.k3s_files[0], tmp_path)
-            continue
         try:
             remedy, steps, word, _refs = _plan(o.method, o.variant, access)
         except BreakglassError as e:  # cannot act after all: one line that says why
