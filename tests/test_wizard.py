@@ -284,6 +284,8 @@ def test_a_k3s_or_rke2_config_file_here_is_a_way_in(tmp_path, distro, service):
     assert wizard.run(p, state) == 0
     text = "\n".join(p.transcript)
     assert f"{distro} (in a config.yaml here (no restart))" in text
+    costs = {o.method: o.tradeoff for o in planner.options(planner.Access(k3s_files=[str(cfg)]).local_probes())}
+    assert "nothing restarts" in costs[distro] and "restarts." not in costs[distro].replace("nothing restarts", "")
     dropin = tmp_path / "config.yaml.d" / "99-breakglass.yaml"
     assert "disable-admission-plugins=ValidatingAdmissionWebhook" in dropin.read_text()
     assert oct(dropin.stat().st_mode & 0o777) == "0o600" and cfg.read_bytes() == before

@@ -117,6 +117,7 @@ def options(probes: dict[str, Probe], have_targets: bool = True, family: str | N
     ``probes`` holds what answered, files on this machine included (``Access.local_probes``)."""
     out = []
     for v in registry.assess_all(probes, family, distros, have_targets):
-        out.append(Option(v.way.name, v.usable, v.way.summary, v.way.tradeoff, v.reason,
+        tradeoff = (v.variant.tradeoff if v.variant else "") or v.way.tradeoff
+        out.append(Option(v.way.name, v.usable, v.way.summary, tradeoff, v.reason,
                           v.variant.name if v.variant else "", v.variant.label if v.variant else ""))
     return out

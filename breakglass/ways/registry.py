@@ -38,6 +38,7 @@ class Variant:
     name: str  # e.g. "talosctl", "file"
     label: str  # how the ways-out list names it
     needs: str  # the access probe that must answer: apiserver | talos | talos-file | ssh | manifest | k3s-file | etcd
+    tradeoff: str = ""  # the variant's own cost where it differs from the way's (a file edited here restarts nothing)
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,9 @@ WAYS = (
                                                        "kube-apiserver"),
     Way("k3s", 4, "Disable the webhook admission plugins in a drop-in of every k3s server's config, then restart k3s.",
         _FLAG_TRADEOFF + "; k3s restarts.",
-        (Variant("ssh", "over SSH", "ssh"), Variant("file", "in a config.yaml here (no restart)", "k3s-file")),
+        (Variant("ssh", "over SSH", "ssh"), Variant("file", "in a config.yaml here (no restart)", "k3s-file",
+                                                    _FLAG_TRADEOFF + "; nothing restarts: k3s reads it when you "
+                                                                     "restart it.")),
         PLUGINS + SSH + (
             Opt("config_file", "list", None, "Edit this config.yaml (and its config.yaml.d/) here, with no restart."),
             Opt("config_path", "str", None, "config.yaml's path on the nodes (default /etc/rancher/k3s/config.yaml)."),
@@ -181,7 +184,9 @@ WAYS = (
         disables_plugins=True, distro="k3s", cost="every webhook off until reverted; k3s restarts"),
     Way("rke2", 5, "Disable the webhook admission plugins in a drop-in of every RKE2 server's config, then restart "
         "rke2-server.", _FLAG_TRADEOFF + "; rke2-server restarts.",
-        (Variant("ssh", "over SSH", "ssh"), Variant("file", "in a config.yaml here (no restart)", "k3s-file")),
+        (Variant("ssh", "over SSH", "ssh"), Variant("file", "in a config.yaml here (no restart)", "k3s-file",
+                                                    _FLAG_TRADEOFF + "; nothing restarts: RKE2 reads it when you "
+                                                                     "restart rke2-server.")),
         PLUGINS + SSH + (
             Opt("config_file", "list", None, "Edit this config.yaml (and its config.yaml.d/) here, with no restart."),
             Opt("config_path", "str", None, "config.yaml's path on the nodes (default /etc/rancher/rke2/config.yaml)."),
