@@ -63,6 +63,8 @@ def image() -> str:
                        cwd=ROOT, capture_output=True, text=True, timeout=1800,
                        env={**os.environ, "BREAKGLASS_IMAGE_STORE": STORE})
     assert p.returncode == 0, p.stderr[-3000:]
+    # each build leaves the last one's images untagged, whole copies under vfs: the test store keeps only these
+    _podman("image", "prune", "--force")
     return "localhost/" + p.stdout.strip().splitlines()[-1]
 
 
