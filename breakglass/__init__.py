@@ -6,3 +6,8 @@ typer; nothing here imports it.
 """
 
 __version__ = "0.1.0"
+
+
+def version_line() -> str:
+    """What `breakglass --version` prints, from the fast path and the full command line alike."""
+    return f"breakglass {__version__}"

@@ -99,9 +99,9 @@ def _fast(argv: list) -> int | None:
     if not argv:
         return None
     if argv in (["--version"], ["-V"]):  # what image builds and scripts ask first; the same line as the full CLI's
-        from breakglass import __version__
+        from breakglass import version_line
 
-        print(f"breakglass {__version__}")
+        print(version_line())
         return 0
     if argv[0] == "diagnose":
         parsed, run = _paths_and_output(argv[1:], ("text", "json")), _diagnose

@@ -515,7 +515,8 @@ def revert(
     the configuration) is reported with a diff and left alone, exit 4, unless --force.
     A revert that would re-arm a fail-closed webhook whose backend has no ready endpoint
     (or whose backend cannot be read) is refused first, exit 4, with the command that
-    checks it; --force reverts anyway. Reverting twice is safe. A run directory copied to another machine reverts there too.
+    checks it; --force reverts anyway. Reverting twice is safe. A run directory copied to
+    another machine reverts there too.
 
     Examples:
 

@@ -18,9 +18,9 @@ from breakglass.core.errors import BadInput
 
 def _print_version(value: bool) -> None:
     if value:
-        from breakglass import __version__  # noqa: PLC0415
+        from breakglass import version_line  # noqa: PLC0415
 
-        print(f"breakglass {__version__}")
+        print(version_line())
         raise typer.Exit(0)
 
 
