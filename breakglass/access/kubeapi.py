@@ -67,8 +67,10 @@ class Api:
             return int(e.status or 0), data
 
     def request(self, method: str, path: str, obj=None, content_type: str = "application/json",
-                query: str = "") -> tuple[int, dict]:
-        """A JSON request; 401/403 and transport failures raise Unreachable, other statuses are returned."""
+                query: str = "", forbidden_returns: bool = False) -> tuple[int, dict]:
+        """A JSON request; 401/403 and transport failures raise Unreachable, other statuses are returned.
+        ``forbidden_returns``: a 403 is returned too, for a write whose refusal may come from admission (a
+        webhook's denial carries the code the webhook chose, 403 for controller-runtime's) rather than RBAC."""
         import json  # noqa: PLC0415
 
         import urllib3  # noqa: PLC0415
@@ -83,7 +85,7 @@ class Api:
             doc = json.loads(data) if data else {}
         except ValueError:
             doc = {"message": data[:200].decode("utf-8", "replace")}
-        if status in (401, 403):
+        if status == 401 or (status == 403 and not forbidden_returns):
             msg = doc.get("message") if isinstance(doc, dict) else ""
             raise Unreachable(f"apiserver {self.host}: {status} {'Unauthorized' if status == 401 else 'Forbidden'} "
                               f"for {method} {path}" + (f": {msg}" if msg else ""),
