@@ -1,8 +1,11 @@
 """The in-cluster guard: `breakglass audit` run on a timer, its verdicts served as Prometheus metrics.
 
 Every interval the exporter reads the cluster exactly as `breakglass audit` does (``sources.load_api_with``: every
-admission configuration and the namespaces' labels; ``audit.audit`` over them), counts the ready endpoints behind
-each webhook's Service (``backend.from_api``), and keeps the result for scrapes. Nothing is computed per scrape:
+admission configuration and the namespaces' labels; ``audit.audit`` over them), reads each webhook's backend
+(``webhooks.readiness``: for a Service, the ready endpoints serving the port the webhook names, 0 when the Service
+or that port is missing; a ``url:`` webhook is called as the apiserver calls it, 1 if it answered), and keeps the
+result for scrapes. A Service's pods are counted, not called: the count is what the alert reads, and an
+AdmissionReview per pod per interval is load the webhook's owner never asked for. Nothing is computed per scrape:
 a scrape never reaches the apiserver, and a Prometheus scraping often cannot load it. A failed audit keeps the
 last good metrics and counts the error; the last success's time shows how stale they are (the stale alert).
 
@@ -11,7 +14,8 @@ Metrics (Prometheus text format 0.0.4):
   breakglass_webhook_risk_info{configuration,webhook,rule,severity,title,explanation,fix}
                                                                        1: the text `breakglass audit -o json`
                                                                        gives, for the alerts' annotations
-  breakglass_webhook_backend_ready{configuration,webhook,service}     ready endpoints behind the webhook
+  breakglass_webhook_backend_ready{configuration,webhook,service}     ready endpoints serving the webhook's port
+  breakglass_webhook_backend_ready{configuration,webhook,url}         1 if the url: webhook answered, else 0
   breakglass_webhook_fail_closed{configuration,webhook}               1 if failurePolicy is Fail, else 0
   breakglass_audit_last_success_timestamp_seconds                     0 until an audit succeeds
   breakglass_audit_errors_total                                       audits that failed
@@ -34,7 +38,7 @@ from breakglass.core.envelope import dumps, envelope
 from breakglass.core.errors import BadInput, BreakglassError, ExitCode, Unreachable
 from breakglass.webhooks import audit as _audit
 from breakglass.webhooks import backend as _backend
-from breakglass.webhooks import sources
+from breakglass.webhooks import readiness, sources
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -43,8 +47,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class BackendRow:
     configuration: str  # Kind/name, as audit findings name it
     webhook: str
-    service: str  # namespace/name
+    service: str  # namespace/name; "" for a url: webhook
     ready: int
+    url: str = ""
 
 
 @dataclass
@@ -63,18 +68,26 @@ def audit_once(api, target_version: str | None = None) -> Snapshot:
     _audit.parse_version(target_version)
     inv = sources.load_api_with(api)
     rep = _audit.audit(inv.configs, target_version, inv.namespaces)
-    counted: dict[str, int] = {}  # a Service behind several webhooks is read once per audit
+    services: dict[str, _backend.Backend] = {}  # a Service behind several webhooks is read once per audit
+    counted: dict[tuple, int] = {}  # and a URL called once
     rows, fail_closed = [], {}
     for cfg in inv.configs:
         ident = f"{cfg.kind_name}/{cfg.name}"
         for w in cfg.webhooks:
             fail_closed[(ident, w.name)] = w.failure_policy == "Fail"
-            if not w.service:
-                continue  # a URL backend: no Service to count (it may be outside the cluster)
-            if w.service not in counted:
-                ns, _, name = w.service.partition("/")
-                counted[w.service] = _backend.from_api(api, ns, name).ready
-            rows.append(BackendRow(ident, w.name, w.service, counted[w.service]))
+            if not (w.service or w.url):
+                continue
+            spec = readiness.Spec.of(w)
+            if spec.key not in counted:
+                if w.service:
+                    if w.service not in services:
+                        ns, _, name = w.service.partition("/")
+                        services[w.service] = _backend.from_api(api, ns, name)
+                    counted[spec.key] = readiness.of_service(spec, services[w.service], call=False).endpoints
+                else:
+                    counted[spec.key] = readiness.of_url(spec).endpoints
+            rows.append(BackendRow(ident, w.name, w.service or "", counted[spec.key],
+                                   "" if w.service else w.url or ""))
     warnings = inv.warnings + [f"encrypted, not audited: {k}" for k in inv.opaque]
     return Snapshot(rep, warnings, rows, fail_closed, time.time())
 
@@ -127,9 +140,12 @@ def metrics_text(snap: Snapshot | None, errors: int, last_success: float, interv
                     for k in sorted(info)])
     rows = sorted(snap.backends, key=lambda r: (r.configuration, r.webhook)) if snap else []
     out += _family("breakglass_webhook_backend_ready", "gauge",
-                   "Ready endpoints behind a webhook's Service (0: no ready endpoint, or no such Service).",
+                   "Ready endpoints serving a webhook's Service port (0: none, no such Service, or no such port); "
+                   "for a url: webhook, 1 if it answered the apiserver's call from the exporter, else 0.",
                    [_series("breakglass_webhook_backend_ready", {"configuration": r.configuration,
-                                                                 "webhook": r.webhook, "service": r.service}, r.ready)
+                                                                 "webhook": r.webhook,
+                                                                 **({"url": r.url} if r.url else
+                                                                    {"service": r.service})}, r.ready)
                     for r in rows])
     fc = sorted(snap.fail_closed.items()) if snap else []
     out += _family("breakglass_webhook_fail_closed", "gauge",

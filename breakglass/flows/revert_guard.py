@@ -4,52 +4,82 @@ Reverting puts fail-closed webhooks back in the request path: the configuration 
 relaxed, or, for the admission-plugin flag (Talos, kubeadm, k3s, RKE2), every fail-closed webhook of the cluster.
 If a webhook's backend cannot answer, the next write it intercepts fails, and a bootstrap deadlock can come back.
 
-So before a revert the engine asks, for each webhook the revert re-arms, whether its backend answers:
-- a ``service:`` webhook: ready endpoints behind the Service, read from etcd (the apiserver may still be down) or
-  the API (``webhooks.backend``);
-- a ``url:`` webhook: a TCP connection to the URL's host and port from here (the sandbox's webhooks are URLs);
-- a Service the diagnosis named, journaled when the run was made (a resumed run checks it again).
+So before a revert the engine asks, for each webhook the revert re-arms, whether its backend can answer the call
+the apiserver makes (``webhooks.readiness``, one reading per distinct call):
+- a ``url:`` webhook: that call, made from here (TLS verified against the webhook's caBundle, an AdmissionReview
+  answered within its timeoutSeconds); a refused or silent URL is down, as it is for the apiserver on this node;
+- a ``service:`` webhook: the Service, read from etcd (the apiserver may still be down) or the API, must have the
+  port the webhook names and ready endpoints serving it, and an endpoint reachable from here must answer the call
+  (checked as ``SERVICE.NAMESPACE.svc``); endpoints that cannot be reached from here leave it unchecked;
+- a Service the diagnosis named, journaled when the run was made (a resumed run checks it again): read, not
+  called (the run knows no caBundle or path for it).
 
 What was checked and how goes into the journal (``guard-checked``), and the verdict is ``down`` (refuse unless
-overridden), ``ready`` or ``unchecked`` (nothing could be read: the front end says so; the wizard then asks for the
-typed override as for ``down``).
+overridden), ``ready`` (every backend answered) or ``unchecked`` (not all could be read or called: the front end
+says so; the wizard then asks for the typed override as for ``down``).
 """
 
 from __future__ import annotations
 
 import json
-import socket
-import urllib.parse
 from dataclasses import asdict, dataclass, field
 
 from breakglass.core.errors import BreakglassError
 
-CONNECT_TIMEOUT = 3.0
-
 
 @dataclass
 class Hook:
-    """A webhook the revert puts back in the path."""
+    """A webhook the revert puts back in the path, with what the apiserver's call to it needs."""
 
     configuration: str  # kind/NAME
     webhook: str
     service: str | None = None  # NAMESPACE/NAME
     url: str | None = None
+    ca_bundle: str | None = None  # clientConfig.caBundle (base64); None: the system's roots
+    timeout: int = 10  # timeoutSeconds
+    path: str | None = None  # clientConfig.service.path
+    port: int | None = None  # clientConfig.service.port (None: 443)
+    review_versions: tuple[str, ...] = ("v1",)
+    mutating: bool = False
+    known: bool = False  # built from the webhook's configuration (not only a Service a diagnosis named)
+
+    @classmethod
+    def of(cls, configuration: str, w) -> Hook:
+        """From a ``model.Webhook`` of ``configuration`` (kind/NAME)."""
+        return cls(configuration, w.name, w.service, None if w.service else w.url, w.ca_bundle,
+                   w.timeout_seconds or 10, w.path, w.service_port, tuple(w.review_versions), w.type == "mutating",
+                   True)
+
+    def spec(self):
+        from breakglass.webhooks import readiness  # noqa: PLC0415
+
+        return readiness.Spec(self.service, None if self.service else self.url, self.port, self.path,
+                              self.ca_bundle, self.timeout, tuple(self.review_versions), self.mutating, self.known)
 
 
 @dataclass
 class BackendState:
-    what: str  # "service NS/NAME" or "url https://..."
-    ready: bool | None  # None: could not be read
+    what: str  # "service NS/NAME" (and the port and path when they are not the default) or "url https://..."
+    ready: bool | None  # None: unchecked (could not be read, or not callable from here)
     detail: str
     webhooks: list = field(default_factory=list)
     check: str = ""  # the command an engineer runs to see it for themselves
+
+
+# what an engineer runs to see every webhook's backend for themselves, when breakglass could read none of them
+CLUSTER_CHECKS = ("kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations",
+                  "kubectl get services,endpointslices -A")
 
 
 @dataclass
 class Verdict:
     backends: list  # of BackendState
     unchecked: str = ""  # why nothing could be checked (no access, no webhook known)
+    # set by flows.recovery: nothing could read what the revert re-arms (a blind re-arm, refused there), what the
+    # cluster was read through, and why there is no verdict to give (the revert re-arms no fail-closed webhook)
+    blind: bool = False
+    read_through: str = ""
+    nothing_armed: str = ""
 
     @property
     def down(self) -> list:
@@ -61,13 +91,19 @@ class Verdict:
             return "down"
         if self.backends and all(b.ready for b in self.backends):
             return "ready"
+        if self.nothing_armed and not self.backends:  # read, and there is no fail-closed webhook to re-arm
+            return "ready"
         return "unchecked"
 
     def lines(self) -> list[str]:
         out = [f"{b.detail}" + ("" if b.ready else " — do not revert yet" if b.ready is False else "")
                for b in self.backends]
+        if self.nothing_armed:
+            out.append(self.nothing_armed)
         if self.unchecked:
             out.append(f"backend not checked: {self.unchecked}")
+        if self.read_through and self.backends:
+            out.append(f"(the cluster read through {self.read_through})")
         return out
 
     def refusal(self) -> str:
@@ -78,7 +114,8 @@ class Verdict:
                 + "; ".join(b.detail for b in self.down) + (f"; check with: {checks}" if checks else ""))
 
     def to_json(self) -> dict:
-        return {"state": self.state, "backends": [asdict(b) for b in self.backends], "unchecked": self.unchecked}
+        return {"state": self.state, "backends": [asdict(b) for b in self.backends], "unchecked": self.unchecked,
+                "blind": self.blind, "read_through": self.read_through, "nothing_armed": self.nothing_armed}
 
 
 def _fail_closed(obj: dict, kind: str) -> list[Hook]:
@@ -93,7 +130,7 @@ def _fail_closed(obj: dict, kind: str) -> list[Hook]:
     for w in cfg.webhooks:
         if w.failure_policy != "Fail":
             continue
-        out.append(Hook(f"{cfg.kind}/{cfg.name}", w.name, w.service, None if w.service else w.url))
+        out.append(Hook.of(f"{cfg.kind}/{cfg.name}", w))
     return out
 
 
@@ -119,11 +156,15 @@ def hooks_from_backups(run, st) -> list[Hook]:
 
 def hooks_from_cluster(inventory) -> list[Hook]:
     """Every fail-closed webhook a cluster holds: what re-enabling the webhook admission plugins re-arms."""
+    return hooks_from_cluster_configs(inventory.configs)
+
+
+def hooks_from_cluster_configs(configs) -> list[Hook]:
+    """The same from the cluster's admission configurations (``model.AdmissionConfig``) as read."""
     out: list[Hook] = []
-    for cfg in inventory.configs:
+    for cfg in configs:
         out += _fail_closed(cfg.raw, cfg.kind) if cfg.raw else [
-            Hook(f"{cfg.kind}/{cfg.name}", w.name, w.service, None if w.service else w.url)
-            for w in cfg.webhooks if w.failure_policy == "Fail"]
+            Hook.of(f"{cfg.kind}/{cfg.name}", w) for w in cfg.webhooks if w.failure_policy == "Fail"]
     return out
 
 
@@ -138,40 +179,29 @@ def hooks_journaled(run) -> list[Hook]:
     return out
 
 
-def _url_state(url: str) -> BackendState:
-    """Whether something accepts connections at a url: webhook's host and port, seen from here."""
-    try:
-        u = urllib.parse.urlsplit(url)
-        host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
-    except ValueError:
-        return BackendState(f"url {url}", None, f"backend url {url}: not a URL")
-    if not host:
-        return BackendState(f"url {url}", None, f"backend url {url}: no host")
-    try:
-        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT):
-            return BackendState(f"url {url}", True, f"backend url {url}: accepts connections (checked from here)")
-    except OSError as e:
-        why = e.strerror or type(e).__name__
-        return BackendState(f"url {url}", False, f"backend url {url}: {why.lower()} (checked from here)")
-
-
 def check(hooks: list[Hook], etcd=None, api=None) -> Verdict:
-    """Each distinct backend of ``hooks``, read through ``etcd`` (an EtcdTarget) first, else ``api``."""
-    from breakglass.webhooks import backend  # noqa: PLC0415
+    """Each distinct backend call of ``hooks``, a Service read through ``etcd`` (an EtcdTarget) first, else
+    ``api``; each Service read once."""
+    from breakglass.webhooks import readiness  # noqa: PLC0415
 
-    by_backend: dict[str, BackendState] = {}
+    by_call: dict[tuple, BackendState] = {}
+    services: dict[str, object] = {}  # NAMESPACE/NAME -> Backend, or the reason it could not be read
     for h in hooks:
-        key = f"service {h.service}" if h.service else f"url {h.url}" if h.url else None
-        if key is None:
+        if not (h.service or h.url):
             continue
-        if key not in by_backend:
-            if h.url:
-                by_backend[key] = _url_state(h.url)
+        spec = h.spec()
+        if spec.key not in by_call:
+            if h.service:
+                if h.service not in services:
+                    services[h.service] = _read_service(h.service, etcd, api)
+                b = services[h.service]
+                r = readiness.unread(spec, b) if isinstance(b, str) else readiness.of_service(spec, b)
             else:
-                by_backend[key] = _service_state(h.service, etcd, api, backend)
-        if h.webhook and h.webhook not in by_backend[key].webhooks:
-            by_backend[key].webhooks.append(h.webhook)
-    verdict = Verdict(list(by_backend.values()))
+                r = readiness.of_url(spec, h.configuration, h.webhook)
+            by_call[spec.key] = BackendState(r.what, r.ready, r.detail, check=r.check)
+        if h.webhook and h.webhook not in by_call[spec.key].webhooks:
+            by_call[spec.key].webhooks.append(h.webhook)
+    verdict = Verdict(list(by_call.values()))
     if not hooks:
         verdict.unchecked = "no fail-closed webhook is known to this run"
     elif not verdict.backends:
@@ -179,9 +209,11 @@ def check(hooks: list[Hook], etcd=None, api=None) -> Verdict:
     return verdict
 
 
-def _service_state(service: str, etcd, api, backend) -> BackendState:
+def _read_service(service: str, etcd, api):
+    """The Service's Backend from etcd, else the API; or why neither could read it."""
+    from breakglass.webhooks import backend  # noqa: PLC0415
+
     ns, name = service.split("/", 1)
-    check = f"kubectl -n {ns} get endpoints {name}"
     errors = []
     for source, read in (("etcd", lambda: etcd.backend(service) if etcd is not None else None),
                          ("API", lambda: backend.from_api(api, ns, name) if api is not None else None)):
@@ -191,9 +223,5 @@ def _service_state(service: str, etcd, api, backend) -> BackendState:
             errors.append(f"{source}: {e}")
             continue
         if b is not None:
-            # ready endpoints are what answers the apiserver's call (the Service object itself routes nothing)
-            ready = b.ready > 0
-            detail = b.line() if ready else f"{b.line()}: no ready endpoints"
-            return BackendState(f"service {service}", ready, detail, check=check)
-    why = "; ".join(errors) or "no etcd or apiserver access to read it with"
-    return BackendState(f"service {service}", None, f"backend {service}: not checked ({why})", check=check)
+            return b
+    return "; ".join(errors) or "no etcd or apiserver access to read it with"

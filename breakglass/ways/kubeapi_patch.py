@@ -8,9 +8,10 @@ admission policy binding, validationActions Audit), ``exclude`` (the audit's mat
 patch ``test``, or delete preconditions), so a concurrent change is never overwritten.
 
 Revert re-patches, or re-creates a deleted configuration from its backup; if it exists again
-(an operator recreated it) the difference is reported instead. Before re-arming a webhook it
-checks that the webhook's service has ready endpoints, so a revert cannot brick the cluster
-again.
+(an operator recreated it) the difference is reported instead. Before re-arming a fail-closed
+webhook it asks whether its backend can answer the apiserver's call (``webhooks.readiness``,
+read through the API), and refuses while one definitely cannot, so a revert cannot brick the
+cluster again.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from breakglass.core.errors import BadInput, PreconditionFailed
 from breakglass.core.journal import Run, TamperedRun
 from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
 from breakglass.ways.etcd_delete import parse_ref
-from breakglass.webhooks import audit, backend, model, resolve, sources
+from breakglass.webhooks import audit, backend, model, readiness, resolve, sources
 
 API = "/apis/admissionregistration.k8s.io/v1/"
 ACTIONS = ("ignore", "exclude", "delete")
@@ -244,20 +245,26 @@ class KubeapiPatch:
         return f"patched (resourceVersion {obj['metadata'].get('resourceVersion')})" if obj else "missing after patch"
 
     # -- revert ------------------------------------------------------------------------------------
-    def _backend_ready(self, obj: dict) -> list[str]:
-        """Services behind the webhooks that have no ready endpoints."""
-        missing = []
-        for w in obj.get("webhooks") or []:
-            svc = (w.get("clientConfig") or {}).get("service")
-            if not svc:
+    def _backend_ready(self, obj: dict) -> list:
+        """The backends of the object's fail-closed webhooks that cannot answer the apiserver's call (readings
+        ``down``; one unchecked from here does not hold a revert back: the engine's guard says so)."""
+        try:
+            cfg = model.from_json(obj, "backup")
+        except BadInput:
+            return []
+        read = lambda ns, name: backend.from_api(self.api, ns, name)  # noqa: E731
+        seen: dict[tuple, readiness.Reading] = {}
+        for w in cfg.webhooks:
+            if w.failure_policy != "Fail" or not (w.service or w.url):
                 continue
-            if not backend.from_api(self.api, svc["namespace"], svc["name"]).ready:
-                missing.append(f"{svc['namespace']}/{svc['name']}")
-        return sorted(set(missing))
+            spec = readiness.Spec.of(w)
+            if spec.key not in seen:
+                seen[spec.key] = readiness.of_webhook(spec, read, f"{cfg.kind}/{cfg.name}", w.name)
+        return [r for r in seen.values() if r.state == readiness.DOWN]
 
     def revert_blocker(self, step: Step, backup: dict, run: Run) -> str | None:
-        """Why reverting this step now would be unsafe (the webhook's Service has no ready endpoints: putting it
-        back in the path re-arms a webhook that cannot answer), or None. A safety check, not a conflict: the
+        """Why reverting this step now would be unsafe (a fail-closed webhook's backend cannot answer: putting it
+        back in the path re-arms a webhook whose calls fail), or None. A safety check, not a conflict: the
         driver asks before it journals anything."""
         d = step.data
         original = self._backup_of(step, backup, run)
@@ -266,9 +273,9 @@ class KubeapiPatch:
         down = self._backend_ready(original)
         if not down or (d["action"] == "delete" and self._get(d["kind"], d["name"]) is not None):
             return None
-        checks = "; ".join(f"kubectl -n {s.split('/')[0]} get endpoints {s.split('/')[1]}" for s in down)
-        return f"{step.target}: the webhook's backend is not ready (service {', '.join(down)} has no ready " \
-               f"endpoints); check with: {checks}"
+        checks = "; ".join(dict.fromkeys(r.check for r in down if r.check))
+        return (f"{step.target}: the webhook's backend is not ready ({'; '.join(r.detail for r in down)})"
+                + (f"; check with: {checks}" if checks else ""))
 
     # -- what a journal may ask revert to do -------------------------------------------------------------
     def _backup_of(self, step: Step, backup: dict, run: Run) -> dict:

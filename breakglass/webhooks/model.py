@@ -73,6 +73,11 @@ class Webhook:
     url: str | None
     side_effects: str | None
     reinvocation_policy: str | None = None
+    # what the apiserver's call needs besides the address: the roots it trusts (clientConfig.caBundle, base64 as
+    # in JSON; None: the system's) and the AdmissionReview versions it may send, in the webhook's order. Internal:
+    # the JSON output has never carried them (a caBundle is kilobytes of base64 per webhook)
+    ca_bundle: str | None = field(default=None, metadata={"internal": True})
+    review_versions: tuple[str, ...] = field(default=("v1",), metadata={"internal": True})
 
     @property
     def backend(self) -> str:
@@ -172,6 +177,14 @@ def _conditions(v, what: str) -> list[dict]:
     return list(v)
 
 
+def _versions(v, beta: bool) -> tuple[str, ...]:
+    """admissionReviewVersions: v1 requires the list (an empty one leaves the apiserver nothing to send); v1beta1
+    defaults it to v1beta1. Read leniently: a malformed list was never a reason to refuse the whole object."""
+    if isinstance(v, list):
+        return tuple(x for x in v if isinstance(x, str))
+    return ("v1beta1",) if beta and v is None else ()
+
+
 def _webhook(w: dict, wtype: str, beta: bool) -> Webhook:
     if not isinstance(w, dict) or not isinstance(w.get("name"), str) or not w.get("name"):
         raise BadInput("a webhook without a name")
@@ -197,6 +210,9 @@ def _webhook(w: dict, wtype: str, beta: bool) -> Webhook:
         service_port=svc.get("port") if svc else None, path=svc.get("path") if svc else None,
         url=cc.get("url"), side_effects=w.get("sideEffects"),
         reinvocation_policy=w.get("reinvocationPolicy"),
+        ca_bundle=cc.get("caBundle") if isinstance(cc.get("caBundle"), str) and cc.get("caBundle") else None,
+        # v1 requires the list (an empty one calls nothing); v1beta1 defaults it to v1beta1
+        review_versions=_versions(w.get("admissionReviewVersions"), beta),
     )
 
 
