@@ -167,7 +167,10 @@ def etcd_backup(
 @etcd_app.command("restore")
 def etcd_restore(
     run: Annotated[str, typer.Argument(help="Run (from `etcd backup` or `recover`), by name or directory.")],
-    force: Annotated[bool, typer.Option(help="Overwrite keys that exist with other content.")] = False,
+    force: Annotated[bool, typer.Option(help="Overwrite keys that exist with other content (the backend guard "
+                                             "still holds: --re-arm).")] = False,
+    re_arm: Annotated[bool, typer.Option("--re-arm", help="Restore although a restored webhook's backend is not "
+                                                          "ready or could not be read.")] = False,
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
     etcd_key: EtcdKeyOpt = None,
     etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None, timeout: TimeoutOpt = None,
@@ -186,7 +189,7 @@ def etcd_restore(
 
       breakglass etcd restore 20261130T081500Z-3fa2c1 --etcd-via-ssh cp1 --yes
     """
-    revert(run=run, force=force, etcd_endpoints=etcd_endpoints, etcd_cacert=etcd_cacert, etcd_cert=etcd_cert,
+    revert(run=run, force=force, re_arm=re_arm, force_guard=False, etcd_endpoints=etcd_endpoints, etcd_cacert=etcd_cacert, etcd_cert=etcd_cert,
            etcd_key=etcd_key, etcd_user=etcd_user, etcd_password=etcd_password, timeout=timeout,
            etcd_via_ssh=etcd_via_ssh, talosconfig=None, talos_context=None, talos_endpoints=None,
            talosctl="talosctl", ssh_user=ssh_user, ssh_key=ssh_key, ssh_port=ssh_port, ssh_accept_new=ssh_accept_new,

@@ -7,7 +7,9 @@ and `--auto` choose the way, then run that way's same body with the same values.
 """
 
 import os
+import shlex
 import sys
+import time
 from typing import Optional
 
 import typer
@@ -92,20 +94,41 @@ def _refs(o: Options) -> list:
             or scripted.targets_from_diagnosis(o.diagnosis))
 
 
-def _plan_or_done(o: Options, plan):
-    """Plan; a name that is gone because an earlier run (applied, not reverted) removed it is not an error: the
-    change is already in place, as a second `recover --yes` in a script must learn."""
+def _plan_or_done(o: Options, plan, watch=None):
+    """Plan, waiting out a restart gap (a refused connection is asked again up to RETRY_SECONDS, or --timeout if
+    longer); a name that is gone because an earlier run (applied, not reverted) removed it is not an error: the
+    change is already in place, as a second `recover --yes` in a script must learn. "Already applied" is said only
+    while the apiserver is ready; else it is exit 8, with what still fails (``watch``: the apiservers to ask)."""
     from breakglass.core.errors import AlreadyDone  # noqa: PLC0415
-    from breakglass.flows import recovery  # noqa: PLC0415
+    from breakglass.flows import recovery, retry  # noqa: PLC0415
 
+    deadline = time.monotonic() + max(RETRY_SECONDS, o.timeout or 0)
     try:
-        return plan()
+        return retry.call(plan, deadline, _retrying, what="the target")
     except BadInput:
         done = recovery.applied_by(o.state_dir, o.way, _refs(o))
         if done is None:
             raise
-        raise AlreadyDone(f"already applied by run {done.run} ({done.status}, not reverted): "
-                          f"{'; '.join(done.steps)}", hint=f"`breakglass revert {done.run}` undoes it") from None
+        said = f"already applied by run {done.run} ({done.status}, not reverted): {'; '.join(done.steps)}"
+        _already_ready(o, done.run, _watch(o, (), watch() if watch else None), said)
+        raise AlreadyDone(said, hint=f"`breakglass revert {done.run}` undoes it") from None
+
+
+def _already_ready(o: Options, run_id: str | None, watch, said: str) -> None:
+    """The change is in place: the apiserver's /readyz says whether it did its job. Ready: return; else raise
+    NotVerified (exit 8) naming what still fails. The wait is journaled in the run that made the change."""
+    from breakglass.core import outcome  # noqa: PLC0415
+    from breakglass.core.errors import NotVerified  # noqa: PLC0415
+    from breakglass.flows import recovery  # noqa: PLC0415
+
+    _, entry = _verify(o, watch)
+    if run_id:
+        recovery.record_readiness(run_id, o.state_dir, entry)
+    if entry["ready"]:
+        return
+    _, bad = outcome.readiness_lines(entry)
+    raise NotVerified(f"{said}; but {'; '.join(bad)}",
+                      hint=f"`breakglass revert {run_id}` undoes it" if run_id else None)
 
 
 _spun = [0]
@@ -126,7 +149,10 @@ def _spin_line(text: str) -> None:
     from breakglass.present.prompts import SPIN  # noqa: PLC0415
 
     _spun[0] += 1
-    print(f"\r\033[K{SPIN[_spun[0] % 4]} {_safe(text)}"[:200], end="", file=sys.stderr, flush=True)
+    import shutil  # noqa: PLC0415
+
+    width = max(20, shutil.get_terminal_size((80, 24)).columns - 1)  # one line: a wrapped one is never erased
+    print(f"\r\033[K{SPIN[_spun[0] % 4]} {_safe(text)}"[:width + 4], end="", file=sys.stderr, flush=True)
 
 
 def _wanted(o: Options) -> list:
@@ -138,28 +164,76 @@ def _wanted(o: Options) -> list:
 
 def _wait_ready(o: Options, hosts: list, probes: list | None = None) -> list:
     """/readyz on ``hosts`` (anonymous), or through ``probes`` (a node's own kubectl), with a spinner."""
-    from breakglass.access import readyz  # noqa: PLC0415
+    from breakglass.flows import readiness  # noqa: PLC0415
 
-    probes = probes or [lambda u=readyz.url_for(h): readyz.probe(u) for h in hosts]
-    states = readyz.wait_for(probes, o.wait_timeout, on_tick=_spinner if sys.stderr.isatty() else None)
+    watch = readiness.Watch(probes) if probes else readiness.Watch.urls(hosts, "")
+    return _verify(o, watch)[0]
+
+
+def _watch(o: Options, hosts=(), watch=None):
+    """The apiservers to ask after the change: --apiserver, else what the way knows (``watch``), else ``hosts``."""
+    from breakglass.flows import readiness  # noqa: PLC0415
+
+    if getattr(o, "apiserver", None):
+        given = readiness.Watch.urls(list(o.apiserver), "--apiserver")
+        given.still_armed = getattr(watch, "still_armed", None)
+        return given
+    if watch is not None:
+        return watch
+    if hosts:
+        return readiness.Watch.urls(list(hosts), "the nodes")
+    return readiness.Watch(unchecked="no apiserver to watch: give --apiserver URL")
+
+
+def _verify(o: Options, watch) -> tuple[list, dict]:
+    """Wait for /readyz through restart gaps (a probe that finds nothing listening is asked again) up to
+    --wait-timeout, with the time left on a terminal; Ctrl-C stops the wait only. (states, the journal entry)."""
+    from breakglass.access import readyz  # noqa: PLC0415
+    from breakglass.flows import readiness  # noqa: PLC0415
+
+    if not getattr(o, "wait", True):
+        return [], readiness.to_json([], unchecked="not waited for (--no-wait)")
+    if not watch.probes:
+        return [], readiness.to_json([], unchecked=watch.unchecked or "no apiserver to watch", source=watch.source)
+    deadline = time.monotonic() + o.wait_timeout
+    tick = (lambda st: _spin_line(f"{max(0, int(deadline - time.monotonic()))}s left: "
+                                  f"{readyz.waiting_text(st)}")) if sys.stderr.isatty() else None
+    stopped = False
+    try:
+        states = readiness.wait(watch, o.wait_timeout, on_tick=tick)
+    except KeyboardInterrupt:
+        states, stopped = [], True
     if sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr)
-    return states
+    armed = []
+    if not readiness.all_ready(states) and watch.still_armed is not None:
+        from breakglass.core.errors import BreakglassError  # noqa: PLC0415
+
+        try:
+            armed = watch.still_armed()
+        except BreakglassError:
+            armed = []
+    return states, readiness.to_json(states, stopped=stopped, source=watch.source, still_armed=armed)
 
 
 def _carry_out(o: Options, remedy, steps, question: str, meta: dict, wait_hosts=(), snapshot_path=None,
-               ready=None) -> int:
-    """Show the plan; then (unless --dry-run) confirm, execute, wait, and show the result."""
-    from breakglass.flows import recovery  # noqa: PLC0415
+               watch=None) -> int:
+    """Show the plan; then (unless --dry-run) confirm, execute, wait for /readyz, and show the result. Exit 0 only
+    when every apiserver named was seen ready (--apiserver, else ``watch``, else ``wait_hosts``); else 8."""
+    from breakglass.flows import readiness, recovery  # noqa: PLC0415
     from breakglass.ways.driver import RunResult  # noqa: PLC0415
 
+    watch = _watch(o, wait_hosts, watch)
     skipped = getattr(remedy, "skipped", None)
     note = f"\nalready disabled on: {', '.join(skipped)}" if skipped else ""
     if not steps and not o.dry_run:
-        # "already done" only for a run in the journal that made exactly this change; else what was found
+        # "already done" only for a run in the journal that made exactly this change, and only while /readyz is
+        # 200; else what was found
         done = recovery.applied_exactly(o.state_dir, remedy.method, remedy.describe_target())
-        note += (f"\nalready in place: run {done.run} ({done.status}) made this change; `breakglass revert "
-                 f"{done.run}` undoes it" if done else "\nno run of breakglass made this change: it was found so")
+        said = (f"already in place: run {done.run} ({done.status}) made this change" if done
+                else "no run of breakglass made this change: it was found so")
+        _already_ready(o, done.run if done else None, watch, said)
+        note += f"\n{said}; /readyz is ready" + (f"; `breakglass revert {done.run}` undoes it" if done else "")
     if o.dry_run or not steps:
         res = RunResult(None, remedy.method, True, [s.to_json() for s in steps], "planned")
         _show(o.output, "RecoverResult", res,
@@ -176,9 +250,13 @@ def _carry_out(o: Options, remedy, steps, question: str, meta: dict, wait_hosts=
         print(file=sys.stderr)
     if getattr(remedy, "on_wait", None):
         print("\r\033[K", end="", file=sys.stderr, flush=True)  # the kubelet spinner's line
-    wait = getattr(o, "wait", False)
-    res.readiness = ready() if ready else (_wait_ready(o, list(wait_hosts)) if wait and wait_hosts else [])
-    code = int(ExitCode.NOT_VERIFIED) if res.status == "applied-unverified" else 0
+    states, entry = _verify(o, watch)
+    res.readiness, res.ready_check = states, entry
+    recovery.record_readiness(res.run, o.state_dir, entry)
+    if not entry["ready"] and res.status == "applied":
+        res.status = "applied-unverified"  # as the journal now says (driver.replay)
+    from breakglass.core.runstates import exit_code  # noqa: PLC0415 - 8: applied-unverified, edited-not-applied
+    code = exit_code(res.status)
     _show(o.output, "RecoverResult", res, lambda: _render().run_result(res), code)
     return code
 
@@ -194,22 +272,39 @@ def run_kubeapi(o: Options) -> int:
     """While any apiserver answers, this changes the least, through it: --action ignore (failurePolicy Ignore),
     exclude (the audit's matchConditions) or delete, with the resourceVersion read as a precondition.
     --webhook alone acts on the configurations defining those webhooks (a webhook's name is what the log says)."""
+    from breakglass.flows import readiness  # noqa: PLC0415
     from breakglass.flows import recovery  # noqa: PLC0415
 
     remedy, steps = _plan_or_done(o, lambda: recovery.plan_kubeapi(
         o.kubeconfig, o.context, _refs(o), list(o.kind or []) or None, o.action, _split(o.webhook),
-        o.timeout or 10.0, o.yes))
+        o.timeout or 10.0, o.yes), watch=lambda: _kube_watch(o))
     _notes(remedy)
     return _carry_out(o, remedy, steps, f"Apply {len(steps)} change(s) through the API?",
                       {"refs": _refs(o), "action": o.action},
-                      ready=(lambda: [remedy.api.readyz()]) if o.wait else None)
+                      watch=readiness.Watch([remedy.api.readyz], "the kubeconfig's apiserver",
+                                            still_armed=lambda: readiness.armed_through_api(remedy.api)))
+
+
+def _kube_watch(o: Options):
+    """/readyz through the kubeconfig's credentials (what an "already applied" is checked against)."""
+    from breakglass.flows import readiness  # noqa: PLC0415
+    from breakglass.access import kubeapi  # noqa: PLC0415
+    from breakglass.core.errors import BreakglassError  # noqa: PLC0415
+
+    try:
+        api = kubeapi.connect(o.kubeconfig, o.context, o.timeout or 10.0)
+    except BreakglassError as e:
+        return readiness.Watch(unchecked=str(e))
+    return readiness.Watch([api.readyz], "the kubeconfig's apiserver")
 
 
 def run_talos(o: Options) -> int:
     """Adds disable-admission-plugins to kube-apiserver's extraArgs in the machine config of every control-plane
     node (-n), in the place the config's era uses, taking the plugins out of enable-admission-plugins too; it
     dry-runs the patch on every node first, backs up each config, applies with --mode=no-reboot, reads back, then
-    waits for /readyz. --config-file does the same to files in a repository; --write-patch only writes the patch."""
+    waits for /readyz. --config-file edits files here instead (a repository's), applied to no node: it ends
+    "edited, not applied" (exit 8) with the `talosctl apply-config` that applies each (-n: the nodes they are for)
+    and the /readyz check; --write-patch only writes the patch."""
     from breakglass.flows import recovery  # noqa: PLC0415
 
     files = [os.path.abspath(f) for f in o.config_file or []]  # journaled absolute: revert works from anywhere
@@ -217,12 +312,26 @@ def run_talos(o: Options) -> int:
     wanted = _wanted(o)
     store = recovery.talos_store(_talos(o.talosctl, o.talosconfig, o.talos_context, o.talos_endpoints, o.timeout),
                                  files=bool(files))
+    if files:
+        store.nodes = _split(o.nodes)  # with --config-file, -n names the nodes the files are for
     remedy, steps = recovery.plan_talos(store, node_list, wanted)
     if o.write_patch:
         return _write_talos_patch(o, steps)
+    if files:  # nothing to wait for: no node has the change until it is applied (the outcome says how)
+        return _carry_out(o, remedy, steps, f"Edit {len(steps)} file(s) here (no node is changed until you apply "
+                                            f"them)? Every {', '.join(wanted)} stays off once applied, until you "
+                                            f"revert.", {"nodes": node_list, "plugins": wanted}, [],
+                          watch=_file_watch())
     return _carry_out(o, remedy, steps,
                       f"Patch {len(steps)} node(s)? Every {', '.join(wanted)} stays off until you revert.",
-                      {"nodes": node_list, "plugins": wanted}, [] if files else (o.apiserver or node_list))
+                      {"nodes": node_list, "plugins": wanted}, o.apiserver or node_list)
+
+
+def _file_watch():
+    """A file edited here: no apiserver has the change yet, so none is waited for (--apiserver still is)."""
+    from breakglass.flows import readiness  # noqa: PLC0415
+
+    return readiness.Watch(unchecked="the change is only in the file here: apply it (next), then check /readyz")
 
 
 def _write_talos_patch(o: Options, steps) -> int:
@@ -255,6 +364,7 @@ def run_kubeadm(o: Options) -> int:
     """Adds --disable-admission-plugins to each node's static pod manifest over SSH (--ssh HOSTS) or locally
     (--manifest), backed up outside the manifests directory and written atomically; then waits for kube-apiserver
     to run with it."""
+    from breakglass.flows import readiness  # noqa: PLC0415
     from breakglass.flows import recovery  # noqa: PLC0415
 
     wanted = _wanted(o)
@@ -262,21 +372,30 @@ def run_kubeadm(o: Options) -> int:
         from breakglass.access.local import LocalNode  # noqa: PLC0415
 
         nodes, path, hosts = {"localhost": LocalNode()}, os.path.abspath(o.manifest), []
+        watch = readiness.Watch.urls([readiness.manifest_url(path)], "the manifest's --secure-port")
     else:
         hosts = _split(o.ssh)
         nodes, path = _ssh_nodes(hosts, o.ssh_options()), o.manifest_path
+        watch = None
     remedy, steps = recovery.plan_kubeadm(nodes, path, wanted, o.verify_timeout, local=bool(o.manifest),
                                           backup_dir=o.node_backup_dir)
     _spinner_on(o, remedy)
     return _carry_out(o, remedy, steps,
                       f"Edit {len(steps)} manifest(s)? Every {', '.join(wanted)} stays off until you revert.",
-                      {"hosts": hosts or ["localhost"], "plugins": wanted}, o.apiserver or hosts)
+                      {"hosts": hosts or ["localhost"], "plugins": wanted}, hosts, watch=watch)
 
 
 def validate_k3s(o: Options) -> None:
     if len(o.config_file or []) > 1:
         raise BadInput(f"`breakglass recover {o.way}` edits one config file (its drop-ins come with it)")
     if o.config_file:
+        from breakglass.k3s import which  # noqa: PLC0415
+
+        path = os.path.abspath(o.config_file[0])
+        reading = which.read(path, o.drop_in_dir and os.path.abspath(o.drop_in_dir))
+        if reading.name and reading.name != o.way:  # the other distribution's file: its own way reads it right
+            raise BadInput(f"{reading.line()}: use `breakglass recover {reading.name} --config-file "
+                           f"{shlex.quote(o.config_file[0])}`")
         return
     if not _split(o.ssh):
         raise BadInput(f"`breakglass recover {o.way}` needs --ssh HOSTS, or --config-file PATH for a copy here")
@@ -290,7 +409,10 @@ def validate_k3s(o: Options) -> None:
 def run_k3s(o: Options) -> int:
     """Adds a config.yaml.d drop-in of its own (kube-apiserver-arg+:), edits an item that enables the plugins in
     its own file, restarts the server over SSH (--ssh HOSTS) and waits for kube-apiserver to run with the flag;
-    --config-file edits a copy here, with no restart."""
+    --config-file edits a config.yaml here (the node's own, or a copy in git), with no restart: it ends "edited,
+    not applied" (exit 8) with what puts it on the servers and restarts them, then the /readyz check. A file that
+    is clearly the other distribution's (RKE2's to `recover k3s`) is refused, naming its way."""
+    from breakglass.flows import readiness  # noqa: PLC0415
     from breakglass.flows import recovery  # noqa: PLC0415
 
     wanted = _wanted(o)
@@ -309,27 +431,32 @@ def run_k3s(o: Options) -> int:
     _notes(remedy)  # what the plan could not check (a node without systemd's unit)
     _spinner_on(o, remedy)
     # each node's own admin kubeconfig: k3s and RKE2 answer an anonymous /readyz with 401 only
-    ready = (lambda: _wait_ready(o, [], remedy.readiness_probes())) if not files and not o.apiserver and o.wait \
-        else None
+    watch = _file_watch() if files else readiness.Watch(remedy.readiness_probes(), "each server's own kubectl")
     question = (f"Change {len(steps)} node(s)' config and restart {remedy.distro.service}? " if not files else
-                f"Edit {path} (no restart)? ") + f"Every {', '.join(wanted)} stays off until you revert."
+                f"Edit {path} here (no restart: no server has it until you put it there)? ") + \
+        f"Every {', '.join(wanted)} stays off until you revert."
     return _carry_out(o, remedy, steps, question, {"hosts": hosts or ["localhost"], "plugins": wanted},
-                      [] if files else (o.apiserver or hosts), ready=ready)
+                      [] if files else hosts, watch=watch)
 
 
 def run_etcd(o: Options) -> int:
     """Deletes each configuration's exact key (/registry/validatingwebhookconfigurations/NAME) after a backup
     that is written, fsynced and verified; the delete compares mod_revision with the backed-up version, so
     nothing that was not backed up is ever deleted. --snapshot first saves all of etcd to a new file."""
+    from breakglass.flows import readiness  # noqa: PLC0415
     from breakglass.flows import recovery  # noqa: PLC0415
 
     target = _etcd_target(o.etcd_endpoints, o.etcd_cacert, o.etcd_cert, o.etcd_key, o.etcd_prefix, o.timeout,
                           o.etcd_via_ssh, o.ssh_options(), o.etcd_user, o.etcd_password)
+    # the apiserver in front of this etcd decides whether the delete did its job: --apiserver, else the sandbox's
+    # or the node's (flows.readiness.for_etcd)
+    watch = readiness.for_etcd(list(target.settings.endpoints or ()), o.etcd_via_ssh, o.state_dir)
+    watch.still_armed = lambda: readiness.armed_through_etcd(target)
     remedy, steps = _plan_or_done(o, lambda: recovery.plan_etcd(target, _refs(o), list(o.kind or []) or None,
-                                                                o.yes))
+                                                                o.yes), watch=lambda: watch)
     _notes(remedy)
     return _carry_out(o, remedy, steps, f"Delete {len(steps)} key(s) from etcd?", {"refs": _refs(o)},
-                      snapshot_path=o.snapshot)
+                      snapshot_path=o.snapshot, watch=watch)
 
 
 # way -> (validate, run); rke2 is k3s' body with RKE2's paths and service
@@ -487,7 +614,7 @@ def _auto_method(args: dict) -> str:
     if note:
         print(f"note: {_safe(note)}", file=sys.stderr)  # it may name a webhook from the diagnosis file
     return scripted.auto_method(access, bool(args["webhook_config"]),
-                                family=scripted.family_from_diagnosis(args["diagnosis"]))
+                                family=scripted.family_from_diagnosis(args["diagnosis"]), on_wait=_retrying)
 
 
 @app.command()
@@ -496,7 +623,10 @@ def revert(
         help="Run name (or unique prefix), or a run directory. Default: the latest not yet reverted.",
         show_default=False)] = None,
     force: Annotated[bool, typer.Option(help="Overwrite targets that changed since the run, and revert although "
-                                             "a re-armed webhook's backend is not ready.")] = False,
+                                             "a re-armed webhook's backend is not ready or could not be read "
+                                             "(both: --re-arm for the second alone).")] = False,
+    re_arm: Annotated[bool, typer.Option("--re-arm", help="Revert although a re-armed webhook's backend is not "
+                                                          "ready or could not be read (never overwrites).")] = False,
     etcd_endpoints: EtcdEndpointsOpt = None, etcd_cacert: EtcdCacertOpt = None, etcd_cert: EtcdCertOpt = None,
     etcd_key: EtcdKeyOpt = None, etcd_user: EtcdUserOpt = None, etcd_password: EtcdPasswordOpt = None,
     timeout: TimeoutOpt = None, etcd_via_ssh: EtcdViaSshOpt = None,
@@ -508,15 +638,25 @@ def revert(
     kubeconfig: KubeconfigOpt = None, context: ContextOpt = None,
     state_dir: StateDirOpt = None, dry_run: DryRunOpt = False, yes: YesOpt = False,
     output: OutputOpt = Output.text, verbose: VerboseOpt = False,
+    force_guard: Annotated[bool, typer.Option(hidden=True)] = True,  # `etcd restore --force`: overwrite only
 ) -> None:
     """Undo a run in reverse order, from its journal alone.
 
     Compare-before-write: a target that changed since the run (say, an operator recreated
     the configuration) is reported with a diff and left alone, exit 4, unless --force.
-    A revert that would re-arm a fail-closed webhook whose backend has no ready endpoint
-    (or whose backend cannot be read) is refused first, exit 4, with the command that
-    checks it; --force reverts anyway. Reverting twice is safe. A run directory copied to
-    another machine reverts there too.
+
+    The guard asks what the apiserver would: a url: webhook is called (TLS against its
+    caBundle, an AdmissionReview answered in its timeoutSeconds); a service: webhook needs
+    its Service, the port it names and a ready endpoint, called where one can be reached.
+    A revert that re-arms a webhook whose backend cannot answer is refused first, exit 4,
+    with the command that checks it; so is re-enabling the admission plugins (Talos,
+    kubeadm, k3s, RKE2) when no apiserver or etcd can be found to read the cluster's
+    webhooks (--kubeconfig, $KUBECONFIG, ~/.kube/config, the node's admin.conf, the
+    sandbox's are tried). --re-arm (or --force) reverts anyway. After the revert a
+    dry-run canary through the apiserver proves each re-armed webhook answers it; a
+    failure is exit 8 with the command that takes the change back. Exit 0 only when all
+    of that was verified; a revert that could not verify it is exit 8. Reverting twice
+    is safe; a run directory copied to another machine reverts there too.
 
     Examples:
 
@@ -545,10 +685,12 @@ def revert(
             talos = _talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout)
         if not dry_run:
             preview = recovery.revert_run(run, state_dir, target, force=force, dry_run=True, talos=talos,
-                                          ssh=ssh_opts, kube=(kubeconfig, context))
+                                          ssh=ssh_opts, kube=(kubeconfig, context), override_backend=re_arm,
+                                          force_guard=force_guard)
             if preview.status == "nothing-to-do":  # nothing to ask about; a run left open is closed for real
                 res = recovery.revert_run(run or preview.run, state_dir, target, force=force, talos=talos,
-                                          ssh=ssh_opts, kube=(kubeconfig, context))
+                                          ssh=ssh_opts, kube=(kubeconfig, context), override_backend=re_arm,
+                                          force_guard=force_guard)
                 _show(output, "RevertResult", res, lambda: _render().revert_result(res))
                 return 0
             if output is Output.text:
@@ -556,11 +698,23 @@ def revert(
             _confirm(f"Revert run {preview.run}?", yes)
         # the run the question named, not "the latest" again: another run may have started while it was asked
         res = recovery.revert_run(run if dry_run else preview.run, state_dir, target, force=force, dry_run=dry_run,
-                                  talos=talos, ssh=ssh_opts, kube=(kubeconfig, context))
-        _show(output, "RevertResult", res, lambda: _render().revert_result(res))
-        return 0
+                                  talos=talos, ssh=ssh_opts, kube=(kubeconfig, context), override_backend=re_arm,
+                                  force_guard=force_guard)
+        code = _revert_code(res)
+        _show(output, "RevertResult", res, lambda: _render().revert_result(res), code)
+        return code
 
     _run(output, verbose, body)
+
+
+def _revert_code(res) -> int:
+    """0 only when everything the revert re-armed was verified (its backends answered, the canary through the
+    apiserver passed); a revert that put things back but could not verify them is exit 8, as `recover` is."""
+    from breakglass.core import outcome  # noqa: PLC0415
+
+    if res.dry_run:
+        return 0
+    return int(ExitCode.NOT_VERIFIED) if outcome.of("RevertResult", res).not_verified else 0
 
 
 @app.command()

@@ -56,7 +56,20 @@ def of_error(kind: str, message: str, hint: str | None = None) -> Outcome:
 
 # -- runs ------------------------------------------------------------------------------------------------
 
-_CHANGED = ("applying", "applied", "verified", "unverified")
+_CHANGED = ("applying", "applied", "verified", "unverified", "edited")
+
+
+def edited_line(files) -> str:
+    """What an "edited" step left: the change is in these files here, and no node has it yet."""
+    return f"{' and '.join(files) or 'the file'} edited here, not applied to any node"
+
+
+def _apply_edited(edited: list[dict], run: str) -> list[str]:
+    """The next of an edited run: what applies each file, then what checks it, then the revert."""
+    apply = [c for e in edited for c in e.get("apply") or []]
+    check = [c for e in edited for c in e.get("check") or []]
+    return list(dict.fromkeys(apply)) + list(dict.fromkeys(check)) + [
+        f"breakglass revert {run}   (puts the file back here; if you applied it, apply it again the same way)"]
 
 
 def of_run_state(st) -> Outcome:
@@ -70,11 +83,42 @@ def of_run_state(st) -> Outcome:
     out.changed += [f"{s.step.summary}: revert {s.reverts[-1]}" for s in undone]
     out.verified = [s.step.summary for s in left if s.last == "verified"]
     out.not_verified = [s.step.summary for s in left if s.last in ("applied", "unverified", "applying")]
+    edited = [s.edited or {} for s in left if s.last == "edited"]
+    out.not_verified += [edited_line(e.get("files") or []) for e in edited]
+    if getattr(st, "readiness", None) and left:
+        ok, bad = readiness_lines(st.readiness)
+        out.verified += ok
+        out.not_verified += bad
     if st.status == "reverted":
         out.next = []
     elif left:
         out.next = [f"breakglass revert {st.run}" + (" --force" if st.status == "revert-conflict" else "")]
+        if edited and st.status == runstates.EDITED:  # what applies the file, then the revert
+            out.next = _apply_edited(edited, st.run)
     return out
+
+
+def readiness_lines(entry: dict) -> tuple[list[str], list[str]]:
+    """(verified, not verified) lines of a journaled /readyz wait (flows.readiness): a 401/403 is serving, not
+    ready; no apiserver to ask is said, never taken for ready."""
+    ok, bad = [], []
+    for c in entry.get("checks") or []:
+        url = str(c.get("url", "")).split("/readyz")[0]
+        if c.get("ready") is True:
+            ok.append(f"{url}: /readyz ready")
+        elif c.get("ready") is None:
+            bad.append(f"{url}: serving, but /readyz is not shown to these credentials (not verified ready)")
+        else:
+            failing = c.get("failing") or []
+            bad.append(f"{url}: /readyz NOT READY" + (f" ({', '.join(failing)} failing)" if failing else
+                                                       f" ({c.get('detail', '')})"))
+    if entry.get("stopped"):
+        bad.append("stopped waiting for /readyz before it was ready")
+    if entry.get("unchecked"):
+        bad.append(f"apiserver readiness not checked: {entry['unchecked']}")
+    if entry.get("still_armed") and not entry.get("ready"):
+        bad.append("still failing closed, and may be what blocks it: " + "; ".join(entry["still_armed"]))
+    return ok, bad
 
 
 def _recover(r: dict, code: int) -> Outcome:
@@ -86,19 +130,24 @@ def _recover(r: dict, code: int) -> Outcome:
         out.next = ([f"rerun without --dry-run to make {len(steps)} change(s)"] if r.get("dry_run") and steps
                     else [])
         return out
-    out.changed = [s["summary"] for s in steps if s.get("status") in ("verified", "unverified", "applied")]
+    out.changed = [s["summary"] for s in steps if s.get("status") in ("verified", "unverified", "applied", "edited")]
+    # an edited file (it reads back as written, the step says) is not a change in effect: not verified
     out.verified = [f"{s['summary']}: {s.get('verify', '')}" for s in steps if s.get("status") == "verified"]
     out.not_verified = [f"{s['summary']}: {s.get('verify', '')}" for s in steps if s.get("status") == "unverified"]
+    edited = [s for s in steps if s.get("status") == "edited"]
+    out.not_verified += [edited_line(s.get("files") or []) for s in edited]
     if r.get("snapshot"):
         snap = r["snapshot"]
         out.verified.insert(0, f"etcd snapshot {snap['path']} ({snap['size']} bytes, sha256 {snap['sha256']})")
-    for s in r.get("readiness") or []:
-        (out.verified if s.get("ready") else out.not_verified).append(
-            f"{s.get('url')}: {'ready' if s.get('ready') else 'serving' if s.get('ready') is None else 'NOT READY'}")
+    ok, bad = readiness_lines(r.get("ready_check") or {"checks": r.get("readiness") or []})
+    out.verified += ok
+    out.not_verified += bad
     if r.get("error"):
         out.not_verified.append(r["error"])
     if out.changed and r.get("run"):
         out.next = [f"breakglass revert {r['run']}   (once the webhook's backend is healthy again)"]
+    if edited and r.get("run"):  # apply the file, check /readyz; then, once the backend is healthy, revert
+        out.next = _apply_edited(edited, r["run"])
     return out
 
 
@@ -127,6 +176,19 @@ def _revert(r: dict, code: int) -> Outcome:
             out.not_verified.append(f"re-armed webhooks' backends not checked: {seen}")
         if guard.get("state") != "ready":
             out.next = [b["check"] for b in guard.get("backends") or [] if b.get("ready") is not True and b.get("check")]
+        canary = guard.get("canary") or {}
+        if canary.get("ok") is True:
+            out.verified.append("canary through the apiserver: " + "; ".join(canary.get("lines") or []))
+        elif canary.get("ok") is False:
+            # the apiserver itself could not call a re-armed webhook: writes it intercepts fail now
+            out.not_verified.append("canary through the apiserver FAILED: " + "; ".join(canary.get("lines") or []))
+            if guard.get("redo"):
+                out.next = [f"{guard['redo']}   (takes the change back: the webhook cannot answer the apiserver)"] \
+                    + out.next
+        elif canary.get("skipped") and guard.get("state") != "ready":
+            out.not_verified.append(f"no canary through the apiserver: {canary['skipped']}")
+    elif guard.get("nothing_armed") and out.changed:
+        out.verified.append(guard["nothing_armed"])
     if any(o["outcome"] == "conflict" for o in outcomes):
         out.next = [f"breakglass revert {r['run']} --force   (overwrites what changed)"] + out.next
     return out
@@ -135,11 +197,14 @@ def _revert(r: dict, code: int) -> Outcome:
 def _runs(items: list, code: int) -> Outcome:
     out = Outcome("ok", read=[f"{len(items)} run(s)"])
     for r in items:
-        if r.get("status") in ("applied", "applied-unverified", "revert-conflict", "revert-failed") or (
+        if r.get("status") in ("applied", "applied-unverified", runstates.EDITED, "revert-conflict",
+                               "revert-failed") or (
                 r.get("status") in ("failed", "interrupted") and r.get("changed")):
             out.next.append(f"breakglass revert {r['run']}")
         if r.get("status") == "applied-unverified":
             out.not_verified.append(f"run {r['run']}: applied, not verified")
+        if r.get("status") == runstates.EDITED:
+            out.not_verified.append(f"run {r['run']}: edited here, not applied to any node")
         if r.get("status") in runstates.TRANSIENT:
             out.not_verified.append(f"run {r['run']}: {r.get('label') or r['status']}")
             if "(process gone)" in (r.get("label") or ""):  # revert finishes it, or closes it if nothing changed

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import os
 
+from breakglass.core.errors import ExitCode
+
 # state -> what it means (the README's table is checked against this)
 FINAL: dict[str, str] = {
     "applied": "every change made and verified",
     "applied-unverified": "every change made, but not all could be verified in time (exit 8)",
+    "edited-not-applied": "a file here was edited (a machine config or config.yaml managed as code) and no node has it "
+                          "yet: apply it, then check /readyz (exit 8)",
     "backed-up": "`etcd backup`: the keys are backed up, nothing was changed",
     "failed": "stopped by an error; the journal, report.md and the error's hint say what, if anything, changed",
     "interrupted": "stopped by Ctrl-C, SIGTERM or SIGHUP; the journal says how far it got",
@@ -29,6 +33,17 @@ TRANSIENT: dict[str, str] = {
     "reverting": "a revert is under way",
 }
 RUN_STATES: dict[str, str] = {**FINAL, **TRANSIENT}
+
+# a file way (a Talos machine-config file, a k3s/RKE2 config.yaml edited here): the change is only in the file
+EDITED = "edited-not-applied"
+# the final states whose command ends with exit 8 (ExitCode.NOT_VERIFIED): made, but not confirmed in effect
+NOT_VERIFIED = ("applied-unverified", EDITED)
+
+
+def exit_code(status: str) -> int:
+    """The exit code of a recover that ended in ``status``: 8 (not verified) for a change made but not confirmed in
+    effect, or one that is only in a file here; else 0."""
+    return int(ExitCode.NOT_VERIFIED) if status in NOT_VERIFIED else int(ExitCode.OK)
 
 
 def owner() -> dict:

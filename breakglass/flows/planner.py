@@ -7,6 +7,7 @@ access is missing is kept, marked unavailable with the reason, so the engineer s
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -36,17 +37,36 @@ FLAG_METHODS = registry.FLAG_WAYS
 ALL_METHODS = registry.NAMES
 
 
-def _probe_apiserver(a: Access, timeout: float) -> Probe:
+# A deadlocked kube-apiserver exits about once a minute and the kubelet starts it again: a probe that lands in that
+# gap finds nothing listening. Which way out is offered must not depend on when it was asked, so a refused or reset
+# connection is asked again up to this long (a timeout or a TLS failure is not a restart gap: it is final).
+RESTART_GAP = 90.0
+_GAP_WORDS = ("connection refused", "reset", "remote end closed", "connection aborted", "eof occurred")
+
+
+def _in_gap(detail: str) -> bool:
+    return any(w in detail.lower() for w in _GAP_WORDS)
+
+
+def _probe_apiserver(a: Access, timeout: float, gap: float = 0.0, on_wait=None) -> Probe:
     from breakglass.access import kubeapi  # noqa: PLC0415
 
-    try:
-        api = kubeapi.connect(a.kubeconfig, a.context, timeout)
-        r = api.readyz()
-    except BreakglassError as e:
-        return Probe("apiserver", False, str(e))
-    if r.reachable:
-        return Probe("apiserver", True, f"{api.host} answers ({r.detail})")
-    return Probe("apiserver", False, f"{api.host}: {r.detail}")
+    deadline = time.monotonic() + gap
+    while True:
+        try:
+            api = kubeapi.connect(a.kubeconfig, a.context, timeout)
+            r = api.readyz()
+        except BreakglassError as e:
+            return Probe("apiserver", False, str(e))
+        if r.reachable:
+            return Probe("apiserver", True, f"{api.host} answers ({r.detail})")
+        left = deadline - time.monotonic()
+        if left <= 0 or not _in_gap(r.detail):
+            waited = f" (asked again for {gap:.0f}s: not a restart gap)" if gap and _in_gap(r.detail) else ""
+            return Probe("apiserver", False, f"{api.host}: {r.detail}{waited}")
+        if on_wait:
+            on_wait(f"{int(left)}s left: {api.host} {r.detail}; a restart gap? asking again")
+        time.sleep(min(2.0, max(0.05, left)))
 
 
 def _probe_talos(a: Access, timeout: float) -> Probe:
@@ -89,10 +109,12 @@ def _probe_etcd(a: Access, timeout: float) -> Probe:
         etcd.close()
 
 
-def probe(a: Access, timeout: float = 3.0) -> dict[str, Probe]:
+def probe(a: Access, timeout: float = 3.0, gap: float = 0.0, on_wait=None) -> dict[str, Probe]:
+    """Every access given, probed at once. ``gap``: how long a refused apiserver is asked again (RESTART_GAP), with
+    ``on_wait`` told the time left."""
     jobs = {}
     if a.kubeconfig or a.wants_kubeconfig:
-        jobs["apiserver"] = _probe_apiserver
+        jobs["apiserver"] = lambda a, t: _probe_apiserver(a, t, gap, on_wait)
     if a.talos is not None and a.talos_nodes:
         jobs["talos"] = _probe_talos
     if a.ssh_nodes:

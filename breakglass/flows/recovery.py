@@ -16,7 +16,7 @@ from breakglass.core import journal, outcome, runstates
 from breakglass.present import render
 from breakglass.flows import revert_guard
 from breakglass.access.etcd import Etcd, EtcdSettings
-from breakglass.core.errors import BadInput, BreakglassError, Interrupted, PreconditionFailed
+from breakglass.core.errors import BadInput, BreakglassError, DiskFull, Interrupted, PreconditionFailed, is_disk_error
 from breakglass.core.journal import Run
 from breakglass.ways import driver
 from breakglass.ways.base import RESTORED, Step
@@ -82,6 +82,8 @@ def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_p
         # every way out ends the run in a final state (driver.apply closes its own; a snapshot that could not
         # be taken, or a bug, is closed here), and the error says what was changed
         _close(run, "failed", str(e), getattr(e, "kind", "failure"))
+        if isinstance(e, DiskFull) or is_disk_error(e):
+            raise _disk_stop(run, e) from None
         if isinstance(e, BreakglassError):
             done = _touched(run)
             e.hint = (f"{e.hint}; " if e.hint else "") + (
@@ -95,6 +97,58 @@ def execute(remedy, steps: list[Step], state: str | None, meta: dict, snapshot_p
     if report_error:
         result.error = report_error  # the change is made and journaled: say so, with the way back
     return result
+
+
+def record_readiness(run_id: str, state: str | None, entry: dict) -> None:
+    """Journal a /readyz wait after the change (``flows.readiness.to_json``) and say it in report.md: the run is
+    ``applied-unverified`` until an apiserver it names is seen ready."""
+    run = Run.open(run_id, state, exact=True)
+    try:
+        run.append("readiness", **entry)
+    except DiskFull as e:
+        raise _disk_stop(run, e) from None
+    _write_report(run)
+
+
+def _disk_stop(run: Run, e: BaseException, reverting: bool = False) -> DiskFull:
+    """One line for a disk that cannot take a write (full, over quota, read-only, failing) in the middle of a run:
+    which run, what it has changed (its journal still reads, and every entry in it is whole), and the way back.
+    Nothing more is changed after it: each step's backup was written before its change, so what is changed can
+    be put back once there is space."""
+    why = getattr(e, "reason", None) or (getattr(e, "strerror", None) or str(e)).lower()
+    where = getattr(e, "where", None) or getattr(e, "filename", None)
+    try:
+        st = driver.replay(run)
+        left = [s.step.target for s in (_still_changed(st) if reverting else st.steps)
+                if reverting or s.last in CHANGED]
+        at = next((s.step.target for s in st.steps if s.last in ("backing-up", "applying")), None)
+    except (BreakglassError, OSError):
+        st, left, at = None, [], None
+    if isinstance(e, DiskFull):  # the run's own directory: its journal or a backup
+        place = f"writing {where}" if where else "writing"
+    else:  # a file a step edits (its temp file's name says less than the step's target)
+        place = f"at {at}" if at else (f"writing {where}" if where else "writing")
+    disk = os.path.dirname(where) if where and where != run.path else state_of(run)
+    if not isinstance(e, DiskFull) and at and os.path.isabs(at):
+        disk = os.path.dirname(at)  # the edited file's own disk
+    host, _, on_node = (where or "").partition(":")
+    if on_node.startswith("/") and not where.startswith("/"):  # a node's file (nodefile): HOST:PATH
+        free = f"free space on {host}'s disk (`df -h {os.path.dirname(on_node)}` there)"
+    else:
+        free = f"free space on that disk (`df -h {disk}`)"
+    head = f"{'revert of run' if reverting else 'run'} {run.id} stopped: {why} {place}"
+    if left:
+        err = DiskFull(f"{head}; nothing more was {'written' if reverting else 'changed'}; "
+                       f"{'left to revert' if reverting else 'touched so far'}: {', '.join(left)}; {free}, then "
+                       f"`breakglass revert {run.id}`{' again' if reverting else ''} puts it back")
+    else:
+        err = DiskFull(f"{head}; " + (f"nothing of it is left changed; {free}, then `breakglass revert {run.id}` "
+                                      f"again closes it" if reverting else f"nothing was changed; {free}, then "
+                                                                           f"run it again"))
+    err.reason, err.where = why, where  # type: ignore[attr-defined]
+    if st is not None:
+        err.outcome = outcome.of_run_state(st)  # type: ignore[attr-defined]
+    return err
 
 
 def _touched(run: Run) -> list[str]:
@@ -249,8 +303,14 @@ def _run_etcd_target(state: driver.RunState, ssh=None) -> EtcdTarget:
 def latest_unreverted(state: str | None) -> Run:
     _check_state_dir(state)  # a file is bad input, not "nothing left to revert"
     for run in reversed(journal.list_runs(state)):
-        st = driver.replay(run)
+        st = _replay_or_none(run)
+        if st is None:  # `runs` lists it as unreadable; `revert RUN` says why
+            continue
         if st.status not in ("reverted",) and any(s.backup for s in st.steps):
+            return run
+        if st.status in runstates.TRANSIENT and st.label.endswith("(process gone)"):
+            # killed before its first backup was whole (it may have left that backup's temp file, a copy of the
+            # original and its secrets): nothing to undo, but revert closes it and removes that file
             return run
     from breakglass.core.errors import AlreadyDone  # noqa: PLC0415
 
@@ -263,70 +323,107 @@ def revert_check(ref: str | None, state: str | None, etcd: EtcdTarget | None = N
     """(the run's id, whether the webhooks its revert re-arms can answer): what a front end states before it asks."""
     run = Run.open(ref, state) if ref else latest_unreverted(state)
     st = driver.replay(run)
-    return run.id, _guard_verdict(run, st, etcd, ssh, kube, None)
+    return run.id, _guard_reading(run, st, etcd, ssh, kube, None, state).verdict
 
 
-def _guard_verdict(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, kube, remedy) -> revert_guard.Verdict:
+@dataclass
+class GuardReading:
+    verdict: revert_guard.Verdict
+    api: object | None = None  # the apiserver the cluster was read through (the canary goes through it too)
+    source: str = ""  # how it was found (flows.api_finder)
+    cluster: list | None = None  # the flag ways: every configuration of the cluster, as read
+
+
+def _guard_reading(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, kube, remedy,
+                   state: str | None = None) -> GuardReading:
     """The backends of every webhook the revert re-arms, read through what this revert can reach: the etcd given
-    or the run's own (etcd runs), the API given, the run's own (kubeapi runs), or $KUBECONFIG."""
+    or the run's own (etcd runs), and an apiserver: the run's own (kubeapi runs), else the first that answers of
+    the flags, the node's admin kubeconfig, the sandbox's, $KUBECONFIG, ~/.kube/config (flows.api_finder). Nothing
+    to read the cluster through is a blind re-arm: the verdict says so, and the revert refuses it."""
+    from breakglass.flows import api_finder  # noqa: PLC0415
+
+    prefix = st.target.get("etcd_prefix") or sources.DEFAULT_ETCD_PREFIX
     reader_etcd = etcd
     if reader_etcd is not None and st.method == "etcd":  # the keys are under the run's own prefix (k3s: /k3s)
-        reader_etcd = EtcdTarget(reader_etcd.settings, st.target.get("etcd_prefix") or sources.DEFAULT_ETCD_PREFIX)
+        reader_etcd = EtcdTarget(reader_etcd.settings, prefix)
     if reader_etcd is None and st.method == "etcd":
         own = getattr(remedy, "etcd", None)
         if own is not None:
-            reader_etcd = EtcdTarget(own.settings, st.target.get("etcd_prefix") or sources.DEFAULT_ETCD_PREFIX)
+            reader_etcd = EtcdTarget(own.settings, prefix)
         else:
             try:
                 reader_etcd = _run_etcd_target(st, ssh)
             except BreakglassError:
                 reader_etcd = None
     api = getattr(remedy, "api", None) if st.method == "kubeapi" else None
-    kubeconfig, context = kube or (None, None)
-    if api is None and (kubeconfig or os.environ.get("KUBECONFIG") or st.method == "kubeapi"):
-        from breakglass.access import kubeapi  # noqa: PLC0415
-
-        try:
-            api = kubeapi.connect(kubeconfig or st.target.get("kubeconfig"), context or st.target.get("context"),
-                                  5.0)
-        except BreakglassError:
-            api = None
+    found = api_finder.Found(api, "the run's kubeconfig" if api is not None else "")
+    if api is None:
+        found = api_finder.find(api_finder.candidates(st.method, st.target, kube, state,
+                                                      getattr(remedy, "nodes", None)))
+    api = found.api
     # what the revert re-arms, as the run's own backups (etcd, kubeapi) or the cluster (the admission-plugin flag
     # turns every fail-closed webhook back on) say; the Services the diagnosis named only where neither can
+    cluster = None
     if st.method in ("etcd", "kubeapi"):
         hooks = revert_guard.hooks_from_backups(run, st)
+        read = True
     else:
-        hooks = _cluster_hooks(api, reader_etcd)
-    return revert_guard.check(hooks or revert_guard.hooks_journaled(run), reader_etcd, api)
+        cluster, read = _cluster(api, reader_etcd)
+        hooks = revert_guard.hooks_from_cluster_configs(cluster) if cluster is not None else []
+    verdict = revert_guard.check(hooks or revert_guard.hooks_journaled(run), reader_etcd, api)
+    verdict.read_through = found.source or ("etcd" if reader_etcd is not None else "")
+    if not read:
+        verdict.blind = True
+        verdict.unchecked = ("nothing to read the cluster's webhooks through: " + found.describe_miss()
+                             + "; give --kubeconfig (or --etcd-endpoints)")
+    elif st.method not in ("etcd", "kubeapi") and not hooks:
+        verdict.nothing_armed = f"no fail-closed webhook in the cluster (read through {verdict.read_through})"
+        verdict.unchecked = ""
+    return GuardReading(verdict, api, found.source, cluster)
 
 
-def _cluster_hooks(api, etcd: EtcdTarget | None) -> list:
+def _cluster(api, etcd: EtcdTarget | None) -> tuple[list | None, bool]:
+    """(the cluster's admission configurations, whether they could be read) through the API, else etcd."""
+    for read in ((lambda: sources.load_api_with(api)) if api is not None else None,
+                 (lambda: _etcd_inventory(etcd)) if etcd is not None else None):
+        if read is None:
+            continue
+        try:
+            return list(read().configs), True
+        except BreakglassError:
+            continue
+    return None, False
+
+
+def _etcd_inventory(etcd: EtcdTarget):
+    conn = etcd.connect()
     try:
-        if api is not None:
-            return revert_guard.hooks_from_cluster(sources.load_api_with(api))
-        if etcd is not None:
-            conn = etcd.connect()
-            try:
-                return revert_guard.hooks_from_cluster(sources.load_etcd(conn, etcd.prefix))
-            finally:
-                conn.close()
-    except BreakglassError:
-        pass
-    return []
+        return sources.load_etcd(conn, etcd.prefix)
+    finally:
+        conn.close()
 
 
 def revert_run(ref: str | None, state: str | None, etcd: EtcdTarget | None, force: bool = False,
                dry_run: bool = False, talos=None, ssh=None, kube=None,
-               override_backend: bool = False) -> driver.RevertResult:
+               override_backend: bool = False, force_guard: bool = True) -> driver.RevertResult:
     """Undo a run. Refused (PreconditionFailed, before anything is journaled or written) while a webhook the revert
-    re-arms has a backend that cannot answer, unless ``force`` or ``override_backend`` (the wizard's typed word).
+    re-arms has a backend that cannot answer, or whose cluster cannot be read, unless ``override_backend`` (the
+    wizard's typed word, `--re-arm`) or ``force`` (when ``force_guard``: `revert --force`; `etcd restore --force`
+    only overwrites keys).
     The run is locked for the whole revert (another process applying or reverting it is refused)."""
     run = Run.open(ref, state) if ref else latest_unreverted(state)
     if dry_run:  # a dry run writes nothing and takes no lock
-        return _revert_locked(run, etcd, force, True, talos, ssh, kube, override_backend)
-    with run.locked("reverting"):
-        run.tidy_backups()  # a backup write killed midway left its temp file: no writer holds it now
-        return _revert_locked(run, etcd, force, False, talos, ssh, kube, override_backend)
+        return _revert_locked(run, etcd, force, True, talos, ssh, kube, override_backend or (force and force_guard))
+    try:
+        with run.locked("reverting"):
+            run.tidy_backups()  # a backup write killed midway left its temp file: no writer holds it now
+            return _revert_locked(run, etcd, force, False, talos, ssh, kube,
+                                  override_backend or (force and force_guard))
+    except Exception as e:
+        if isinstance(e, DiskFull) or is_disk_error(e):
+            # each step is compared before it is written, so a revert stopped here is simply run again
+            raise _disk_stop(run, e, reverting=True) from None
+        raise
 
 
 def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_backend) -> driver.RevertResult:
@@ -337,24 +434,30 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
                 raise PreconditionFailed(f"run {run.id} is still {st.status} in process {st.pid}",
                                          hint="let it finish (or stop it), then `breakglass runs` shows its state")
             run.append("run-closed", reason=f"nothing was changed; the run was left {st.label}")
-            run.write_file("report.md", report(run))
+            _write_report(run)
             return driver.RevertResult(run.id, dry_run, [], "closed")
         return driver.RevertResult(run.id, dry_run, [], "nothing-to-do")
     remedy = remedy_for(st, etcd, talos, ssh, kube)
     # the remedy's own checks of the journal and backups first (a tampered run is refused before the guard reads a
     # backup's webhooks, let alone connects to a URL one names)
     preview = driver.revert(remedy, run, force=force, dry_run=True)
-    verdict = _guard_verdict(run, st, etcd, ssh, kube, remedy)
-    overridden = force or override_backend
+    reading = _guard_reading(run, st, etcd, ssh, kube, remedy, state_of(run))
+    verdict = reading.verdict
+    overridden = override_backend
     # only a step the revert would actually put back re-arms anything: a target recreated since (a conflict,
     # left alone without --force) or already restored does not
     rearms = any(o.outcome == RESTORED for o in preview.outcomes)
     if not dry_run:
         run.append("guard-checked", **verdict.to_json(), overridden=overridden and verdict.state != "ready")
-    if verdict.state == "down" and rearms and not overridden:
-        err = PreconditionFailed(f"run {run.id} not reverted yet: {verdict.refusal()}",
-                                 hint=f"start the webhook's backend, then `breakglass revert {run.id}` again "
-                                      f"(--force reverts anyway and re-arms it while it cannot answer)")
+    if (verdict.state == "down" or verdict.blind) and rearms and not overridden:
+        blind = verdict.state != "down"
+        err = PreconditionFailed(f"run {run.id} not reverted yet: " + (
+            f"re-enabling the webhook plugins would re-arm the cluster's fail-closed webhooks unseen: "
+            f"{verdict.unchecked}" if blind else verdict.refusal()),
+            hint=(f"check each backend ({'; '.join(revert_guard.CLUSTER_CHECKS)}), then `breakglass revert "
+                  f"{run.id} --kubeconfig FILE`, or --re-arm to re-arm unseen" if blind else
+                  f"start the webhook's backend, then `breakglass revert {run.id}` again (--re-arm reverts anyway "
+                  f"and re-arms it while it cannot answer)"))
         err.guard = verdict  # type: ignore[attr-defined]
         raise err
     guard = {**verdict.to_json(), "rearms": rearms, "overridden": overridden and verdict.state != "ready",
@@ -364,10 +467,35 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
         return preview
     try:
         result = driver.revert(remedy, run, force=force, dry_run=False)
+        if rearms and reading.api is not None and any(o.outcome == RESTORED for o in result.outcomes):
+            from breakglass.flows import rearm_check  # noqa: PLC0415
+
+            # the apiserver's own call: a dry-run write each re-armed webhook matches, through it
+            guard["canary"] = rearm_check.canary(reading.api, run, st, _fresh_cluster(reading))
+            guard["redo"] = rearm_check.redo_command(st)
+            run.append("canary", ok=guard["canary"]["ok"], skipped=guard["canary"].get("skipped", ""),
+                       lines=guard["canary"]["lines"])
         result.guard = guard
         return result
     finally:
-        run.write_file("report.md", report(run))
+        _write_report(run)  # a full disk says so in the revert's own error, never instead of it
+
+
+def _fresh_cluster(reading: GuardReading):
+    """The flag ways re-armed the whole cluster: its configurations as read again after the revert (None for the
+    etcd and kubeapi ways, whose canary is the restored objects)."""
+    from breakglass.flows import rearm_check  # noqa: PLC0415
+
+    if reading.cluster is None:
+        return None
+    rearm_check.wait_reachable(reading.api)  # the kubelet restarts kube-apiserver with the plugins back on
+    configs, ok = _cluster(reading.api, None)
+    return [c for c in configs if any(w.failure_policy == "Fail" for w in c.webhooks)] if ok else []
+
+
+def state_of(run: Run) -> str:
+    """The state directory a run lives in (runs/<id> under it)."""
+    return os.path.dirname(os.path.dirname(run.path))
 
 
 @dataclass
@@ -383,14 +511,28 @@ class RunSummary:
     changed: int = 0  # steps that changed something and are not undone
 
 
+# What a journal can hold that replay cannot make sense of: it is data (copied, edited, cut by a full disk), so a
+# run whose journal is beyond reading is listed as unreadable, never the end of the listing.
+_UNREADABLE = (BreakglassError, OSError, KeyError, TypeError, ValueError, AttributeError)
+
+
+def _replay_or_none(run: Run) -> driver.RunState | None:
+    try:
+        return driver.replay(run)
+    except _UNREADABLE:
+        return None
+
+
 def list_runs(state: str | None) -> list[RunSummary]:
     _check_state_dir(state)
     out = []
     for run in journal.list_runs(state):
         try:
             st = driver.replay(run)
-        except BadInput as e:
-            out.append(RunSummary(run.id, run.path, "?", None, f"unreadable: {e}", None, label="unreadable"))
+        except _UNREADABLE as e:
+            why = str(e) if isinstance(e, (BreakglassError, OSError)) else f"its journal is not one breakglass " \
+                                                                           f"wrote ({type(e).__name__})"
+            out.append(RunSummary(run.id, run.path, "?", None, f"unreadable: {why}", None, label="unreadable"))
             continue
         out.append(RunSummary(run.id, run.path, st.kind, st.method, st.status, st.started,
                               [f"{s.step.summary} [{s.last}{', ' + s.reverts[-1] if s.reverts else ''}]"
@@ -415,16 +557,15 @@ def _check_state_dir(state: str | None) -> None:
         raise BadInput(f"state directory {runs}: permission denied")
 
 
-CHANGED = ("applying", "applied", "verified", "unverified")
+CHANGED = ("applying", "applied", "verified", "unverified", "edited")  # edited: a file here, no node has it
 
 
 def open_runs(state: str | None) -> list[RunSummary]:
     """Recover runs that changed something and are not reverted: what a restarted wizard offers to finish."""
     out = []
     for run in journal.list_runs(state):
-        try:
-            st = driver.replay(run)
-        except BadInput:
+        st = _replay_or_none(run)
+        if st is None:
             continue
         changed = [s for s in st.steps if s.last in CHANGED and not (s.reverts and s.reverts[-1] != "reverting")]
         if st.kind == "recover" and st.status != "reverted" and changed:

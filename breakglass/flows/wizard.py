@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 
 from breakglass import sandbox
 
-from breakglass.flows import planner, recovery, retry
+from breakglass.flows import planner, readiness, recovery, retry
 
 from breakglass.present import render
-from breakglass.core.errors import BadInput, BreakglassError, Declined, Interrupted, Unreachable
+from breakglass.core.errors import BadInput, BreakglassError, Declined, ExitCode, Interrupted, Unreachable
+from breakglass.core.runstates import EDITED
 from breakglass.present.prompts import Choice, Prompter
 from breakglass.text.admission_flags import WEBHOOK_PLUGINS
 
@@ -84,7 +85,7 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
             continue
         if access is None:
             raise Declined(("declined at the confirmation; " if declined else "") + "nothing was changed")
-        probes = planner.probe(access, timeout)
+        probes = planner.probe(access, timeout, planner.RESTART_GAP, p.progress)  # a restart gap waited out
         for pr in probes.values():
             p.say(f"  {pr.name}: {'reachable' if pr.reachable else 'NOT reachable'}: {pr.detail}")
         while True:
@@ -187,9 +188,10 @@ def _after_change(p: Prompter, state, access, remedy, res, diag, targets, servic
         record.append("findings", verdict=diag.verdict.headline,
                       findings=[f"[{f.id}] {f.severity} {f.title}" for f in diag.findings[:20]])
     p.say(render.run_result(res))
-    _wait_ready(p, access, "after the change", remedy)
-    p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
-          "present (kubectl -n NAMESPACE get endpointslices -l kubernetes.io/service-name=SERVICE).")
+    if res.status == EDITED:  # a file here: no node has the change until the engineer applies it
+        return _after_edit(p, state, access, res, record, targets, services)
+    ready = _journal_wait(record, state, _wait_ready(p, access, "after the change", remedy))
+    p.say("Before reverting, the webhook's backend must be healthy: " + _backend_hint(targets))
     _check_backends(p, access, services)
     # 4. the lasting fix, recorded for the postmortem
     fix = _permanent_fix(targets)
@@ -198,8 +200,100 @@ def _after_change(p: Prompter, state, access, remedy, res, diag, targets, servic
         record.append("permanent-fix", text=fix)
     # 5. revert, guarded by the engine: a backend that cannot answer is stated, and only a typed word goes on
     p.say("Revert only once the webhook's backend is healthy again.")
-    if not (p.confirm("Revert the temporary change now?", False) and _revert(p, res.run, state, access)):
+    code = _revert(p, res.run, state, access) if p.confirm("Revert the temporary change now?", False) else None
+    if code is None or code == int(ExitCode.DECLINED):
         p.say(f"When the webhook is healthy: breakglass revert {res.run}")
+    record.write_file("report.md", recovery.report(record))
+    p.say(f"Report for the postmortem: {record.path}/report.md")
+    if code is not None and code != int(ExitCode.DECLINED):
+        return code  # the revert's own: 0 verified, 8 not verified
+    if not ready:
+        p.say("Not verified: the apiserver was not seen ready after the change (exit 8).")
+        return int(ExitCode.NOT_VERIFIED)
+    return 0
+
+
+def _journal_wait(record, state, states) -> bool:
+    """Journal a /readyz wait of the wizard's (``states``: None when Ctrl-C stopped it) in the run and its report,
+    as `recover` does: what the run's state and report.md say of readiness. True when every apiserver was ready."""
+    from breakglass.flows import readiness  # noqa: PLC0415
+
+    entry = readiness.to_json(states or [], stopped=states is None,
+                              unchecked="" if states is None or states else "no apiserver address to watch")
+    recovery.record_readiness(os.path.basename(record.path), state, entry)
+    return entry["ready"]
+
+
+def _backend_hint(targets: list[dict]) -> str:
+    """How to see the backend for yourself: the Service's endpoints, or a url: webhook's own URL."""
+    svc = next((t["service"] for t in targets if t.get("service")), None)
+    if svc and "/" in svc:
+        ns, name = svc.split("/", 1)
+        return (f"its pods ready and its Service's endpoints present (kubectl -n {ns} get endpointslices -l "
+                f"kubernetes.io/service-name={name}).")
+    url = next((t["url"] for t in targets if t.get("url")), None)
+    if url:
+        return f"its URL answering the apiserver ({url}, with the webhook's caBundle)."
+    return ("its pods ready and its Service's endpoints present (kubectl get validatingwebhookconfigurations -o "
+            "wide names each webhook's Service).")
+
+
+def _after_edit(p: Prompter, state, access, res, record, targets, services) -> int:
+    """A file edited here (a Talos machine config, a k3s/RKE2 config.yaml): no node has the change until the
+    engineer applies it. Said, with the commands; then: applied now? and if so, which apiserver's /readyz to watch.
+    Only that apiserver seen ready goes on to the backends, the lasting fix and the revert (0); not applied, not
+    watched or not ready ends with the commands, exit 8, and never says done."""
+    from breakglass.access import readyz  # noqa: PLC0415
+
+    files = list(dict.fromkeys(f for s in res.steps for f in s.get("files") or []))
+    commands = list(dict.fromkeys(c for s in res.steps for c in s.get("apply") or []))
+    checks = list(dict.fromkeys(c for s in res.steps for c in s.get("check") or []))
+    p.say(f"Edited, not applied: {' and '.join(files)} {'holds' if len(files) == 1 else 'hold'} the change, and no "
+          f"node has it yet. To apply it:")
+    p.say("\n".join(f"  $ {c}" for c in commands))
+    applied = p.confirm("Have you applied it (the commands above)? Enter alone: not yet, and the wizard ends with "
+                        "the commands", False)
+    url, states = "", []
+    if applied:
+        p.say("Which apiserver should breakglass watch for /readyz? A URL or host:port; Enter alone skips.")
+        url = p.text("Apiserver to watch:", access.readyz_urls[0] if access.readyz_urls else "",
+                     validate=_url_problem).strip()
+        if url:
+            states = _show_readiness(p, "after you applied it",
+                                     lambda tick: readyz.wait([readyz.url_for(url)], WAIT_SECONDS,
+                                                              on_tick=tick)) or []
+    ready = bool(states) and all(s.ready is True for s in states)
+    record.append("applied-by-hand" if applied else "not-applied-yet", apiserver=url or None, ready=ready,
+                  seen=[{"url": s.url, "ready": s.ready, "detail": s.detail} for s in states])
+    if not ready:
+        why = ("not applied yet" if not applied else "no apiserver was watched" if not url else
+               "the apiserver was not seen ready" + ("" if any(s.ready is False for s in states) else
+                                                     " (it keeps /readyz to authenticated callers)"))
+        fix = _permanent_fix(targets)
+        if fix:
+            record.append("permanent-fix", text=fix)
+        record.write_file("report.md", recovery.report(record))
+        p.say(f"Report for the postmortem: {record.path}/report.md")
+        p.say(f"Edited, not applied ({why}): nothing is verified in the cluster. To apply it, check it, and undo it:")
+        steps = ([] if applied else commands) + checks + [
+            f"breakglass revert {res.run}   # puts the file back here; if you applied it, apply it again the same way"]
+        p.say("\n".join(f"  $ {c}" for c in steps))
+        return int(ExitCode.NOT_VERIFIED)
+    p.say(f"Applied by you, and {url} is ready.")
+    p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
+          "present (kubectl -n NAMESPACE get endpointslices -l kubernetes.io/service-name=SERVICE).")
+    _check_backends(p, access, services)
+    fix = _permanent_fix(targets)
+    if fix:
+        p.say(fix)
+        record.append("permanent-fix", text=fix)
+    p.say("Revert only once the webhook's backend is healthy again. The revert puts the file back here; apply it "
+          "again the same way afterwards, so the nodes have it too.")
+    if not (p.confirm("Revert the temporary change now?", False)
+            and _revert(p, res.run, state, access) in (0, int(ExitCode.NOT_VERIFIED))):
+        p.say(f"When the webhook is healthy: breakglass revert {res.run}, then apply the file again the same way")
+    else:
+        p.say("Now apply the reverted file the same way:\n" + "\n".join(f"  $ {c}" for c in commands))
     record.write_file("report.md", recovery.report(record))
     p.say(f"Report for the postmortem: {record.path}/report.md")
     return 0
@@ -213,7 +307,9 @@ def _resume(p: Prompter, state: str | None, timeout: float) -> int | None:
     if not runs:
         return None
     latest = runs[-1]
-    p.say(f"Run {latest.run} ({latest.method}, {latest.status}) changed the cluster and is not reverted:")
+    p.say(f"Run {latest.run} ({latest.method}, {latest.status}) "
+          + ("edited a file here (applied to no node by breakglass)" if latest.status == EDITED else
+             "changed the cluster") + " and is not reverted:")
     for step in latest.steps:
         p.say(f"  - {step}")
     what = p.select("What now?", [
@@ -234,38 +330,60 @@ def _resume(p: Prompter, state: str | None, timeout: float) -> int | None:
     if sb and sb.apiserver:
         access.readyz_urls = [sb.apiserver["url"]]
         access.kubeconfig = sb.apiserver.get("kubeconfig")
-    if not _revert(p, latest.run, state, access):
+    code = _revert(p, latest.run, state, access)
+    if code in (int(ExitCode.DECLINED), int(ExitCode.PRECONDITION)):
         p.say(f"The change stays. When the webhook is healthy: breakglass revert {latest.run}")
-    return 0
+    return code
 
 
-def _revert(p: Prompter, run_id: str, state: str | None, access: planner.Access) -> bool:
+def _revert(p: Prompter, run_id: str, state: str | None, access: planner.Access) -> int:
     """Revert ``run_id`` through the engine's guard: the backends of the webhooks it re-arms are read and said;
-    while one is down (or none could be read) it goes on only on the typed word. True when reverted."""
+    while one is down (or none could be read) it goes on only on the typed word. Afterwards the engine's canary
+    through the apiserver says whether the apiserver itself can call them; if not, the way out is offered again at
+    once. Returns the exit code: 0 reverted and verified, 8 reverted but not verified, 7 declined, 4 not checkable."""
+    from breakglass.core import outcome  # noqa: PLC0415
+
     kube = (access.kubeconfig, access.context)
     try:
         _, verdict = recovery.revert_check(run_id, state, access.etcd, kube=kube)
     except BreakglassError as e:
         p.say(f"Cannot check the run before reverting it: {e}")
-        return False
+        return int(ExitCode.PRECONDITION)
     for line in verdict.lines():
         p.say("  " + line)
     override = False
     if verdict.state != "ready":
-        risk = (verdict.refusal() if verdict.state == "down" else
-                "breakglass could not read the backend of the webhooks this revert re-arms, so it cannot tell "
+        risk = (verdict.refusal() if verdict.state == "down" else verdict.unchecked if verdict.blind else
+                "breakglass could not call the backend of every webhook this revert re-arms, so it cannot tell "
                 "whether they can answer")
         p.say(f"Not safe to revert yet: {risk}. Reverting now can lock the cluster up again.")
         if not _typed_word(p, OVERRIDE_WORD, f"Type {OVERRIDE_WORD} to revert anyway; Enter alone keeps the "
                                              f"change (recommended until the backend is ready)."):
-            return False
+            return int(ExitCode.DECLINED)
         override = True
-    rr = recovery.revert_run(run_id, state, access.etcd, talos=access.talos, kube=kube,
-                             override_backend=override)
+    try:
+        rr = recovery.revert_run(run_id, state, access.etcd, talos=access.talos, kube=kube,
+                                 override_backend=override)
+    except BreakglassError as e:
+        p.say(f"Not reverted: {e}")
+        return int(e.exit_code)
     p.say(render.revert_result(rr))
+    canary = (getattr(rr, "guard", None) or {}).get("canary") or {}
+    if canary.get("ok") is False and rr.guard.get("redo"):
+        redo = rr.guard["redo"]
+        p.say("The apiserver itself cannot call a webhook this revert re-armed: writes it intercepts fail now.")
+        p.say(f"To take the change back: {redo}")
+        if p.confirm("Take the change back now (run that command)?", False):
+            import shlex  # noqa: PLC0415
+            import subprocess  # noqa: PLC0415
+            import sys  # noqa: PLC0415
+
+            # the same engine, guards and journal as typed by hand: a new run that a later revert undoes
+            subprocess.run([sys.executable, "-m", "breakglass", *shlex.split(redo)[1:]], check=False)
+        return int(ExitCode.NOT_VERIFIED)
     # the webhook is back in the path: is the apiserver still ready? (k3s/RKE2: asked through the nodes' kubectl)
     _wait_ready(p, access, "after the revert", _node_prober(run_id, state, access))
-    return True
+    return int(ExitCode.NOT_VERIFIED) if outcome.of("RevertResult", rr).not_verified else 0
 
 
 def _node_prober(run_id: str, state: str | None, access: planner.Access):
@@ -452,43 +570,8 @@ def _access(p: Prompter, state: str | None, timeout: float, typed: Typed) -> pla
         a.manifest = os.path.abspath(os.path.expanduser(_ask(p, typed, "manifest", "kube-apiserver manifest:",
                                                              "/etc/kubernetes/manifests/kube-apiserver.yaml",
                                                              _readable_required)))
-        a.readyz_urls = _optional_url(p, typed, _manifest_url(a.manifest))
+        a.readyz_urls = _optional_url(p, typed, readiness.manifest_url(a.manifest))
     return a
-
-
-def _manifest_url(path: str) -> str:
-    """The apiserver a kubeadm manifest runs: its --secure-port and --advertise-address (else 127.0.0.1:6443), so
-    the default to watch is what was read, not a guess."""
-    flags = _manifest_flags(path)
-    port = flags.get("secure-port") or "6443"
-    host = flags.get("bind-address") or flags.get("advertise-address") or "127.0.0.1"
-    if host in ("0.0.0.0", "::"):
-        host = "127.0.0.1"
-    return f"https://{'[' + host + ']' if ':' in host else host}:{port}"
-
-
-def _manifest_flags(path: str) -> dict[str, str]:
-    """kube-apiserver's flags in a static-pod manifest, as its flag parser reads them (--name=value or --name value;
-    ``_`` in a name is ``-``); empty when the file cannot be read as one."""
-    from breakglass.core import textfile  # noqa: PLC0415
-
-    try:
-        doc = textfile.load_yaml(textfile.read(path, "a kube-apiserver manifest"), path, "a manifest")
-        containers = doc["spec"]["containers"]
-        c = next((c for c in containers if c.get("name") == "kube-apiserver"), containers[0])
-        argv = [str(x) for x in (c.get("command") or []) + (c.get("args") or [])]
-    except (BreakglassError, KeyError, IndexError, TypeError, AttributeError, ValueError):
-        return {}
-    out, i = {}, 0
-    while i < len(argv):
-        a = argv[i]
-        if a.startswith("--"):
-            name, eq, value = a[2:].partition("=")
-            if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
-                value, i = argv[i + 1], i + 1
-            out[name.replace("_", "-")] = value
-        i += 1
-    return out
 
 
 def _url_problem(text: str) -> str | None:
@@ -825,7 +908,7 @@ def _show_readiness(p: Prompter, when: str, wait) -> list:
                                             f"{readyz.waiting_text(st)}"))
     except KeyboardInterrupt:
         p.say(f"Stopped waiting for /readyz {when}; the change stays. Going on (Ctrl-C again leaves).")
-        return []
+        return None
     for s in states:
         status = "ready" if s.ready else ("serving" if s.ready is None else "NOT READY")
         hooks = f"; post-start hooks still failing: {', '.join(s.failing_hooks)}" if s.failing_hooks else ""

@@ -7,6 +7,7 @@ one line) before it is measured or printed. The JSON output is not made here and
 
 from __future__ import annotations
 
+from breakglass.core.runstates import EDITED
 from breakglass.core.safetext import printable as _safe
 from breakglass.diagnose.model import Diagnosis, Finding
 from breakglass.present import layout
@@ -208,6 +209,9 @@ def run_result(r) -> str:
     if r.error:
         out += _warnings([r.error])
     out += _outcome_of("RecoverResult", r)
+    if r.status == EDITED:  # the last line says it: only the file has the change
+        out += _wrap("edited, not applied: the change is only in the file here, no node has it yet; apply it with "
+                     "the commands above, then check /readyz (exit 8)", "")
     return _join(out)
 
 

@@ -31,6 +31,23 @@ class Unverified(str):
     apiserver within the wait): the run is "applied, not verified", never reported as verified."""
 
 
+class Edited(str):
+    """What ``verify`` returns when the change is in a file here (a Talos machine-config file, a k3s/RKE2
+    config.yaml managed as code) and reads back as written, but no node has it: the step is "edited", the run
+    "edited-not-applied" (exit 8). ``files``: what was written here; ``commands``: what applies it to the nodes;
+    ``checks``: what then shows it in effect (/readyz). The outcome's next is every step's commands, then the
+    checks, then the revert."""
+
+    files: list
+    commands: list
+    checks: list
+
+    def __new__(cls, detail: str, files=(), commands=(), checks=()):
+        made = super().__new__(cls, detail)
+        made.files, made.commands, made.checks = list(files), list(commands), list(checks)
+        return made
+
+
 RESTORED = "restored"
 ALREADY = "already-restored"
 NOT_APPLIED = "not-applied"  # the change never happened (crash before apply): nothing to undo

@@ -1,9 +1,9 @@
 """Run a remedy's steps with every transition journaled, and undo a run from its journal.
 
 Transitions, each fsynced before the next action: planned → (per step) backing-up →
-backed-up → applying → applied → verified; then run-finished. A crash between any two
-leaves a journal that says how far it got; revert then asks the target itself whether
-the change happened (compare-before-write), so it neither misses nor repeats anything.
+backed-up → applying → applied → verified (or unverified, or edited: a file here that no node has yet); then
+run-finished. A crash between any two leaves a journal that says how far it got; revert then asks the target
+itself whether the change happened (compare-before-write), so it neither misses nor repeats anything.
 
 Apply and revert each hold the run's lock (``Run.locked``) from their first journal entry to their last, so a
 revert started while a recover is still at work (or two reverts) is refused, naming the process that holds it.
@@ -17,7 +17,7 @@ from typing import Callable
 from breakglass.core import runstates
 from breakglass.core.errors import BreakglassError, PreconditionFailed
 from breakglass.core.journal import Run
-from breakglass.ways.base import CONFLICT, Remedy, RevertOutcome, Step, Unverified
+from breakglass.ways.base import CONFLICT, Edited, Remedy, RevertOutcome, Step, Unverified
 
 Hook = Callable[[str, Step], None]  # (transition, step): lets tests act between transitions
 
@@ -28,10 +28,11 @@ class RunResult:
     method: str
     dry_run: bool
     steps: list[dict]
-    status: str  # planned (a dry run), or a run state: applied | applied-unverified (see runstates)
+    status: str  # planned (a dry run), or a run state: applied | applied-unverified | edited-not-applied (runstates)
     error: str | None = None
     snapshot: dict | None = None
     readiness: list = field(default_factory=list)  # /readyz after the change, when waited for
+    ready_check: dict | None = None  # what was journaled of that wait (flows.readiness.to_json)
 
 
 def apply(remedy: Remedy, steps: list[Step], run: Run, hook: Hook | None = None) -> RunResult:
@@ -58,9 +59,14 @@ def _apply(remedy: Remedy, steps: list[Step], run: Run, hook: Hook | None = None
             hook("applied", step)
             detail = remedy.verify(step)
             checked = "unverified" if isinstance(detail, Unverified) else "verified"
-            run.append(checked, step=step.id, detail=str(detail))
-            done.append({**step.to_json(), "status": checked, "verify": str(detail)})
+            # a file here holds the change and no node has it yet: "edited" (what applies it is journaled with it)
+            edited = {"files": detail.files, "apply": detail.commands, "check": detail.checks} \
+                if isinstance(detail, Edited) else {}
+            checked = "edited" if edited else checked
+            run.append(checked, step=step.id, detail=str(detail), **edited)
+            done.append({**step.to_json(), "status": checked, "verify": str(detail), **edited})
         status = "applied-unverified" if any(d["status"] == "unverified" for d in done) else "applied"
+        status = runstates.EDITED if any(d["status"] == "edited" for d in done) else status
         run.append("run-finished", status=status)
         return RunResult(run.id, remedy.method, False, done, status)
     except KeyboardInterrupt:
@@ -81,6 +87,7 @@ class StepState:
     last: str
     backup: dict | None = None
     reverts: list[str] = field(default_factory=list)
+    edited: dict | None = None  # an "edited" step (a file here, no node has it): its files and what applies it
 
 
 @dataclass
@@ -94,6 +101,7 @@ class RunState:
     steps: list[StepState]
     pid: int | None = None  # of the process that last worked on the run (recover, then revert)
     host: str | None = None
+    readiness: dict | None = None  # the last /readyz wait after the change (flows.readiness)
 
     @property
     def label(self) -> str:
@@ -109,6 +117,7 @@ def replay(run: Run) -> RunState:
     steps: dict[str, StepState] = {}
     status = "started"
     pid = host = None
+    ready = None
     for e in run.events():
         ev = e.get("event")
         if "pid" in e:
@@ -123,10 +132,12 @@ def replay(run: Run) -> RunState:
                 st = Step.from_json(s)
                 steps[st.id] = StepState(st, "planned")
             status = "planned"
-        elif ev in ("backing-up", "backed-up", "applying", "applied", "verified", "unverified") \
+        elif ev in ("backing-up", "backed-up", "applying", "applied", "verified", "unverified", "edited") \
                 and e.get("step") in steps:
             st = steps[e["step"]]
             st.last = ev
+            if ev == "edited":
+                st.edited = {k: list(e.get(k) or []) for k in ("files", "apply", "check")}
             if ev == "backed-up":
                 st.backup = e.get("backup")
             elif ev == "applied" and e.get("result") and st.backup is not None:
@@ -150,7 +161,14 @@ def replay(run: Run) -> RunState:
             status = e.get("status") or status
         elif ev == "run-closed":
             status = "closed"
-    return RunState(run.id, kind or "?", method, target, status, started, list(steps.values()), pid, host)
+        elif ev == "readiness":
+            ready = e
+    if ready is not None and status in ("applied", "applied-unverified"):
+        # the apiservers' /readyz decides: made but not ready at the deadline is not verified, whatever the steps
+        # said; ready afterwards (a later wait) is verified again unless a step itself was not
+        step_unverified = any(s.last == "unverified" for s in steps.values())
+        status = "applied" if ready.get("ready") is True and not step_unverified else "applied-unverified"
+    return RunState(run.id, kind or "?", method, target, status, started, list(steps.values()), pid, host, ready)
 
 
 @dataclass

@@ -15,6 +15,10 @@ lines only (k3s.config.shown_diff); the journal keeps the sha256 of the file bef
 items (their place, their value before and after), and apply makes the edit again from those on the file as it
 is (which must still have the sha256 it was planned on, and gives the planned sha256 or nothing is written).
 
+A config file here (``--config-file``: the node's own, or a copy in git) is edited, not applied: nothing restarts,
+the step ends "edited" (the run "edited-not-applied", exit 8) with what puts it in effect (``apply_commands``:
+the files copied to each server's /etc/rancher/<k3s|rke2>/, the restart) and the /readyz check after it.
+
 Revert: the drop-in goes only if it still holds what breakglass wrote; an edited file gets its backed-up bytes
 when it still holds exactly what breakglass wrote, else only breakglass' own lines are taken back (when they
 are intact), else it is left alone with a diff (exit 4). Every file is checked before any is written, and the
@@ -35,7 +39,7 @@ from breakglass.k3s import config as k3s
 from breakglass.k3s import unit as k3s_unit
 from breakglass.text import admission_flags as flags
 from breakglass.ways import nodefile
-from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step, Unverified
+from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, Edited, RevertOutcome, Step, Unverified
 from breakglass.ways.kubeadm_flags import process_with_flag
 from breakglass.ways.nodefile import ABSENT, sha
 
@@ -273,6 +277,10 @@ class K3sFlags(nodefile.Nodes):
             if current is None or sha(current) != f["after_sha"]:
                 raise PreconditionFailed(f"{host}:{f['path']} does not read back as written")
         service = self.distro.service
+        if not step.data.get("restart") and self.local:  # a config here: no server has it until it is put there
+            commands, checks = self.apply_commands(step)
+            return Edited(f"reads back as written; {service} reads it only when it next starts",
+                          [f["path"] for f in step.data["files"]], commands, checks)
         if not step.data.get("restart"):
             return f"written; {service} reads it when it next starts (`systemctl restart {service}` on the node)"
         res = self._restarted.get(step.id) or {}
@@ -293,19 +301,44 @@ class K3sFlags(nodefile.Nodes):
             f"no kube-apiserver with {flag} within {self.verify_timeout:g}s; check `journalctl -u {service}` on {host}",
             f"kube-apiserver runs with {flag}")
 
+    def apply_commands(self, step: Step) -> tuple[list[str], list[str]]:
+        """(what puts the files written here in effect, what then checks /readyz). On a server node, in its own
+        /etc/rancher/<k3s|rke2>/: the restart; elsewhere (a copy, in git): every file breakglass wrote copied to the
+        same place on each server, then the restart there. The check asks the node's own kubectl (k3s and RKE2
+        answer an anonymous /readyz with 401 only)."""
+        d = self.distro
+        raw = "get --raw='/readyz?verbose'"
+        kubectl = ("k3s kubectl" if d.name == "k3s" else
+                   f"/var/lib/rancher/rke2/bin/kubectl --kubeconfig {d.kubeconfig}")
+        own_place = os.path.normpath(self.config) == d.config and \
+            os.path.normpath(self.dropin_dir) == k3s.dropin_dir(d.config)
+        if own_place:
+            return ([f"sudo systemctl restart {d.service}   # {d.name} reads {d.config} and its drop-ins only at "
+                     f"start"], [f"sudo {kubectl} {raw}"])
+        dropins = k3s.dropin_dir(d.config)
+        places = [(f["path"], d.config if f["path"] == self.config else f"{dropins}/{os.path.basename(f['path'])}")
+                  for f in step.data["files"]]
+        commands = [f"ssh SERVER sudo mkdir -p {dropins}"] if any(w != d.config for _, w in places) else []
+        commands += [f"ssh SERVER sudo tee {w} < {shlex.quote(here)} > /dev/null" for here, w in places]
+        commands.append(f"ssh SERVER sudo systemctl restart {d.service}")
+        commands[0] += f"   # SERVER: each {'k3s' if d.name == 'k3s' else 'RKE2'} server node, in turn"
+        return commands, [f'ssh SERVER "sudo {kubectl} {raw}"']
+
     # -- revert --------------------------------------------------------------------------------------
     def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
         host = step.data["host"]
         node = self._node(host)
         files = _journaled(step, self)
         saved = (backup or {}).get("files") or [{} for _ in files]
-        todo, already, conflicts = [], [], []
+        todo, already, conflicts, made = [], [], [], []
         for f, b in reversed(list(zip(files, saved))):
             where = f"{host}:{f['path']}"
-            raw = nodefile.read_optional(node, f["path"])
+            raw = nodefile.read_optional(node, f["path"])  # which also removes a killed write's temp file
             now = sha(raw) if raw is not None else ABSENT
             if now == f["before_sha"]:
                 already.append(where)
+                if f["kind"] == "dropin" and f.get("made_dir"):
+                    made.append(os.path.dirname(f["path"]))  # a first write killed after its mkdir left it
                 continue
             if now == f["after_sha"]:
                 todo.append((f, raw, None if f["kind"] == "dropin" else self._original(run, b)))
@@ -330,6 +363,9 @@ class K3sFlags(nodefile.Nodes):
         if conflicts:
             return RevertOutcome(step.id, CONFLICT, f"{', '.join(w for w, _ in conflicts)} changed since the run; "
                                                     f"nothing on {host} was reverted", "".join(d for _, d in conflicts))
+        if not dry_run:
+            for d in made:  # only if empty: anything put there since stays
+                node.run(f"rmdir -- {quoted_path(d, 'drop-in directory')} 2>/dev/null")
         if not todo:
             return RevertOutcome(step.id, ALREADY, f"{host}: {', '.join(already)} already as before the run")
         what = ", ".join(("remove " if data is None else "restore ") + f["path"] for f, _, data in todo)

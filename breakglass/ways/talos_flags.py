@@ -12,7 +12,9 @@ A *store* hides where the config lives: a node through talosctl, or a file in a 
 (breakglass.text.textedit): only the lines of the admission keys change, and the plan's diff is those
 lines. The journal keeps the sha256 of the bytes written; revert puts back the backed-up bytes when the
 file still has exactly them, else takes back only breakglass' own lines (if the keys still hold what it
-wrote), else refuses with a diff.
+wrote), else refuses with a diff. A file is edited, not applied: its step ends "edited" (the run
+"edited-not-applied", exit 8) with the `talosctl apply-config --mode=no-reboot` that applies it and the /readyz
+check after it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shlex
 from dataclasses import dataclass
 
 from breakglass.core import textfile
@@ -27,7 +30,7 @@ from breakglass.access.talos import Talos
 from breakglass.core.errors import BadInput, PreconditionFailed
 from breakglass.core.journal import Run, sha256
 from breakglass.text import admission_flags as flags
-from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
+from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, Edited, RevertOutcome, Step
 from breakglass.talos import machineconfig as mc
 from breakglass.text import textedit
 
@@ -57,6 +60,9 @@ class FileStore:
     change; every other byte, comment and indentation stays. Revert puts back the exact bytes it backed up."""
 
     kind = "file"
+
+    def __init__(self, nodes: list[str] = ()) -> None:
+        self.nodes = list(nodes)  # the nodes the files are for (-n with --config-file), for the apply command
 
     def read(self, node: str) -> str:
         return textfile.read(node, "a Talos machine config")
@@ -180,7 +186,22 @@ class TalosFlags:
         overlapping = flags.overlap(loc.args)
         if overlapping:
             raise PreconditionFailed(f"{step.target}: {overlapping} in both enable- and disable-admission-plugins")
-        return f"{flags.DISABLE}={loc.args.get(flags.DISABLE)}"
+        shown = f"{flags.DISABLE}={loc.args.get(flags.DISABLE)}"
+        if getattr(self.store, "kind", "") == "file":  # a file here: no node has it until it is applied
+            path = step.data["node"]
+            return Edited(f"reads back as written: {shown}", [path], [apply_command(path, self._node_for(path))],
+                          [READYZ_CHECK])
+        return shown
+
+    def _node_for(self, path: str) -> str:
+        """The node(s) a file is applied to: the -n given with --config-file (one file: every node named; as many
+        nodes as files: in the same order), else NODE for the engineer to fill in."""
+        given = list(getattr(self.store, "nodes", None) or [])
+        if given and len(self.nodes) == 1:
+            return ",".join(given)
+        if given and len(given) == len(self.nodes) and path in self.nodes:
+            return given[self.nodes.index(path)]
+        return ""
 
     def revert(self, step: Step, backup: dict, run: Run, force: bool, dry_run: bool = False) -> RevertOutcome:
         node, era = step.data["node"], step.data["era"]
@@ -236,6 +257,19 @@ class TalosFlags:
             raise PreconditionFailed(f"{node}: revert patch applied but the keys do not read back as before")
         how = " (only breakglass' own lines; the file's other changes since stay)" if is_file else ""
         return RevertOutcome(step.id, RESTORED, f"{node}: {', '.join(before)} back to their earlier values{how}")
+
+
+# cluster.apiServer's extraArgs (and the KubeAPIServerConfig document) apply without a reboot on every Talos
+# version (CanApplyImmediate: the cluster section); --mode=no-reboot refuses rather than reboot if that ever changed
+APPLY_MODE = "no-reboot"
+READYZ_CHECK = "kubectl get --raw='/readyz?verbose'   # then: every apiserver ready once it runs with the flag"
+
+
+def apply_command(path: str, node: str = "") -> str:
+    """What applies a machine-config file edited here to its node: talosctl, in the mode that never reboots."""
+    where = shlex.quote(node) if node else "NODE"
+    return (f"talosctl apply-config -n {where} -f {shlex.quote(path)} --mode={APPLY_MODE}"
+            + ("" if node else "   # NODE: the control-plane node(s) this file is for"))
 
 
 def _label(node: str, store) -> str:

@@ -1,0 +1,148 @@
+"""After a revert re-armed webhooks: the apiserver's own call, through a canary, and the command that takes it back.
+
+A backend that answers breakglass from this machine may still fail the apiserver's call (another network path, a
+konnectivity tunnel, a caBundle the owner rotated). So where an apiserver answers, a server-side dry-run write of an
+object each re-armed webhook matches is sent through it (``webhooks.canary``): the apiserver itself calls the
+webhook, and a ``failed calling webhook`` is the proof that the revert re-armed a webhook that cannot answer. Then the
+outcome says so, the exit code is 8, and the one command that makes the run's change again is given
+(``redo_command``), so the engineer is one paste from where they were.
+
+The canary is sent only to the cluster whose configurations the revert put back: a configuration restored from a
+backup must be found through that apiserver with the backup's uid (a kubeconfig that points at another cluster makes
+no canary, rather than a vacuous pass).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+
+from breakglass.core.errors import BreakglassError
+
+# the apiserver picks a stored configuration up through its informer a moment after the write
+LOAD_LAG = 1.0
+VISIBLE_WAIT = 30.0  # how long a restored configuration may take to appear through the API (a restart gap)
+
+
+def restored_configs(run, st) -> list[dict]:
+    """The configuration objects an etcd or kubeapi revert put back (their backups)."""
+    from breakglass.webhooks import codec  # noqa: PLC0415
+
+    out = []
+    for s in st.steps:
+        b = s.backup or {}
+        try:
+            if "value" in b and b.get("value_sha256"):
+                obj = codec.decode_value(run.read_backup(b["value"], b["value_sha256"])).obj
+            elif "object" in b and b.get("object_sha256"):
+                obj = json.loads(run.read_backup(b["object"], b["object_sha256"]))
+            else:
+                continue
+        except (BreakglassError, OSError, ValueError):
+            continue
+        if isinstance(obj, dict) and obj.get("kind") in ("ValidatingWebhookConfiguration",
+                                                          "MutatingWebhookConfiguration"):
+            out.append(obj)
+    return out
+
+
+def _live(api, obj: dict) -> dict | None:
+    """The object as the apiserver has it now, when it is the same object (uid) as the backup."""
+    from breakglass.webhooks import model  # noqa: PLC0415
+
+    meta = obj.get("metadata") or {}
+    kind = model.KIND_OF.get(obj.get("kind"))
+    if kind not in (model.VALIDATING, model.MUTATING) or not meta.get("name"):
+        return None
+    status, live = api.request("GET", f"/apis/admissionregistration.k8s.io/v1/{model.RESOURCE_OF[kind]}/"
+                                      f"{meta['name']}")
+    if status != 200 or (live.get("metadata") or {}).get("uid") != meta.get("uid"):
+        return None
+    return live
+
+
+def wait_reachable(api, seconds: float = VISIBLE_WAIT * 3) -> bool:
+    """Whether the apiserver answers (any /readyz status) within ``seconds``: a flag revert restarts it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if api.readyz().reachable:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1.0)
+
+
+def canary(api, run, st, cluster_configs: list | None = None) -> dict:
+    """Send the canary through ``api`` for what the revert re-armed: the restored configurations (etcd, kubeapi runs)
+    as the apiserver has them, or ``cluster_configs`` (the flag ways: every fail-closed webhook of the cluster).
+    Returns ``{"ok": bool|None, "lines": [...], "results": [...], "skipped": why}``."""
+    from breakglass.webhooks import canary as _canary, model  # noqa: PLC0415
+
+    if not wait_reachable(api):
+        return {"ok": None, "skipped": f"{api.host} did not answer after the revert", "lines": [], "results": []}
+    try:
+        if cluster_configs is None:
+            wanted = restored_configs(run, st)
+            if not wanted:
+                return {"ok": None, "skipped": "no webhook configuration was restored", "lines": [], "results": []}
+            deadline = time.monotonic() + VISIBLE_WAIT
+            while True:
+                live = [x for x in (_live(api, o) for o in wanted) if x is not None]
+                if len(live) == len(wanted) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            if not live:
+                return {"ok": None, "lines": [], "results": [],
+                        "skipped": "the restored configuration is not seen through this apiserver (another cluster?)"}
+            configs = [model.from_json(o, "api") for o in live]
+        else:
+            configs = list(cluster_configs)
+        time.sleep(LOAD_LAG)
+        summary = _canary.run(api, configs)
+    except BreakglassError as e:
+        return {"ok": None, "skipped": f"the canary could not be sent ({e})", "lines": [], "results": []}
+    doc = summary.to_json()
+    tried = [r for r in doc["results"] if r.get("status") in ("passed", "failed")]
+    return {"ok": summary.ok if tried else None, "lines": summary.lines(), "results": doc["results"],
+            "skipped": "" if tried else "no re-armed webhook could be called by a dry-run canary"}
+
+
+def redo_command(st) -> str:
+    """The `breakglass recover` command that makes the run's change again (what a failed canary offers)."""
+    t = st.target or {}
+    m = st.method or ""
+    q = shlex.quote
+    parts = ["breakglass", "recover", m]
+    if m in ("etcd", "kubeapi"):
+        for s in st.steps:
+            d = s.step.data or {}
+            kind, name = d.get("kind"), d.get("name")
+            if isinstance(name, str):
+                parts += ["-w", q(f"{kind}/{name}" if kind in ("validating", "mutating") else name)]
+        if m == "etcd":
+            if t.get("etcd_endpoints"):
+                parts += ["--etcd-endpoints", q(",".join(t["etcd_endpoints"]))]
+            if t.get("etcd_via_ssh"):
+                parts += ["--etcd-via-ssh", q(str(t["etcd_via_ssh"]))]
+            if t.get("etcd_prefix") and t["etcd_prefix"] != "/registry":
+                parts += ["--etcd-prefix", q(t["etcd_prefix"])]
+        else:
+            parts += ["--action", q(str(t.get("action") or "ignore"))]
+            if t.get("kubeconfig"):
+                parts += ["--kubeconfig", q(t["kubeconfig"])]
+            if t.get("context"):
+                parts += ["--context", q(t["context"])]
+    elif m == "talos":
+        nodes = t.get("nodes") or []
+        flag = "--config-file" if t.get("store") == "file" else "-n"
+        parts += [x for n in nodes for x in (flag, q(str(n)))] if flag == "--config-file" else [flag, q(",".join(nodes))]
+    elif m in ("kubeadm", "k3s", "rke2"):
+        if t.get("local"):
+            path = t.get("manifest") if m == "kubeadm" else t.get("config")
+            parts += ["--manifest" if m == "kubeadm" else "--config-file", q(str(path))]
+        else:
+            parts += ["--ssh", q(",".join(t.get("hosts") or []))]
+    if t.get("plugins") and m in ("talos", "kubeadm", "k3s", "rke2"):
+        parts += ["--plugins", q(",".join(t["plugins"]))]
+    return " ".join(parts) + " --yes"
