@@ -75,7 +75,7 @@ app = typer.Typer(
     name="breakglass",
     help="Bring a Kubernetes control plane back when admission webhooks have locked it up.",
     epilog="Exit codes: 0 ok/nothing found, 1 bug, 2 bad input, 3 problem found, 4 target changed, "
-           "5 unreachable, 6 unsupported here, 7 declined, 8 applied not verified, 130 interrupted.",
+           "5 unreachable, 6 unsupported here, 7 declined, 8 applied not verified, 9 disk full, 130 interrupted.",
     invoke_without_command=True,
     add_completion=True,  # serves completions, and --install-completion; `breakglass completion SHELL` prints a script
     pretty_exceptions_enable=False,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import re
 from typing import Any
 
 API_VERSION = "breakglass/v1alpha1"
@@ -62,5 +63,37 @@ def error_envelope(error_type: str, message: str, exit_code: int, hint: str | No
     }
 
 
+# Characters JSON may carry raw that rewrite or hide what a person reads when the output is shown (a terminal, a CI
+# log, a code review): DEL and the C1 controls, bidi embeddings, overrides, isolates and marks, zero-width and other
+# invisible format characters, line and paragraph separators, the byte-order mark, tag characters, and lone
+# surrogates (undecodable bytes in a name; also what a strict UTF-8 writer cannot encode at all). json.dumps escapes
+# only C0 controls, quotes and backslashes; these are written as \uXXXX (a surrogate pair beyond the BMP) too, so
+# the output is the same JSON, in ASCII wherever a character could deceive.
+_UNSAFE = re.compile("[\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
+                     "\ufff9-\ufffb\ud800-\udfff\U000e0000-\U000e007f]")
+
+
+def _escape(m: re.Match) -> str:
+    n = ord(m.group())
+    if n < 0x10000:
+        return f"\\u{n:04x}"
+    n -= 0x10000
+    return f"\\u{0xD800 + (n >> 10):04x}\\u{0xDC00 + (n & 0x3FF):04x}"
+
+
+def escape_unsafe(text: str) -> str:
+    """JSON text (json.dumps with ensure_ascii=False) with every character of ``_UNSAFE`` as its \\u escape. Outside
+    strings JSON is ASCII, so only string contents change, and each parses back to the same string."""
+    if text.isascii() and "\x7f" not in text:  # the common case, at C speed
+        return text
+    return _UNSAFE.sub(_escape, text)
+
+
+def json_text(doc: Any, indent: int | None = 2) -> str:
+    """The one way breakglass writes JSON for people and programs (envelopes, SARIF, the exporter's /findings):
+    readable UTF-8, with what could deceive a reader escaped (``escape_unsafe``)."""
+    return escape_unsafe(json.dumps(doc, indent=indent, ensure_ascii=False))
+
+
 def dumps(doc: dict) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False)
+    return json_text(doc)

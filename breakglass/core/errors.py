@@ -7,6 +7,7 @@ one-line message and the exit code named here. Anything else is a bug.
 
 from __future__ import annotations
 
+import errno
 from enum import IntEnum
 
 
@@ -20,6 +21,7 @@ class ExitCode(IntEnum):
     UNSUPPORTED = 6
     DECLINED = 7
     NOT_VERIFIED = 8
+    DISK_FULL = 9
     INTERRUPTED = 130
 
 
@@ -35,7 +37,11 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
                           "code for this platform)",
     ExitCode.DECLINED: "declined: you answered no (or nothing) where breakglass asked to go on; nothing was changed",
     ExitCode.NOT_VERIFIED: "applied, not verified: the change is made and journaled, but its effect could not be "
-                           "confirmed in time (the message says what to check)",
+                           "confirmed in time (the message says what to check); or edited, not applied: a file "
+                           "here (--config-file) holds the change and no node has it yet (next: how to apply it)",
+    ExitCode.DISK_FULL: "a disk it writes to is full, over quota, read-only or failing: it stopped before changing "
+                        "anything more; the message names the run, what it changed, and how to free space and "
+                        "revert",
     ExitCode.INTERRUPTED: "interrupted; the journal says what was done",
 }
 
@@ -84,6 +90,33 @@ class Unreachable(BreakglassError):
 class Unsupported(BreakglassError):
     exit_code = ExitCode.UNSUPPORTED
     kind = "unsupported"
+
+
+class NotVerified(BreakglassError):
+    """The change is in place (made now or by an earlier run), but what it is for is not confirmed: the
+    apiserver's /readyz is not 200, or nothing could ask it."""
+
+    exit_code = ExitCode.NOT_VERIFIED
+    kind = "not-verified"
+
+
+# The OSErrors that say the disk itself cannot take a write (full, over quota, read-only, failing), whoever wrote:
+# a journal, a backup, a report or a file being edited. Anything else stays what it is.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
+def is_disk_error(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno in DISK_ERRNOS
+
+
+class DiskFull(BreakglassError):
+    """A disk breakglass writes to (the state directory's: its journal, a backup, a report; or a file it edits) is
+    full, over quota, read-only or failing. Every journal entry is all-or-nothing and every backup is written
+    before its change, so what was done is on record: the command stops there, naming the run, what it changed
+    and the way back (free space, then revert). Exit 9."""
+
+    exit_code = ExitCode.DISK_FULL
+    kind = "disk-full"
 
 
 class Interrupted(BreakglassError):

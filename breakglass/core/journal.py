@@ -3,8 +3,9 @@
 One directory per run, ``runs/<UTC time>-<short id>/``:
 
 - ``journal.jsonl``: append-only, one JSON object per step transition, each line written
-  and fsynced before the program moves on. A crash can at most leave a torn last line,
-  which readers skip.
+  and fsynced before the program moves on. An append is all or nothing (a line a full disk cut
+  short is truncated away, and the error says so: DiskFull, exit 9); a power cut can still leave
+  a torn line, which the next append ends and every reader skips with a warning.
 - ``backups/``: the original bytes of everything changed, mode 0600 in a 0700 directory,
   written, fsynced and read back against their sha256 before any change is made.
 - ``report.md``: a human summary for the postmortem.
@@ -34,7 +35,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from breakglass.core.errors import BadInput, BreakglassError, PreconditionFailed
+from breakglass.core.errors import BadInput, BreakglassError, DiskFull, PreconditionFailed, is_disk_error
 
 SCHEMA = 1
 _RUN_NAME = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
@@ -58,13 +59,24 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _no_room(state: str, e: BaseException, doing: str = "") -> DiskFull:
+    why = getattr(e, "reason", None) or (getattr(e, "strerror", None) or str(e)).lower()
+    err = DiskFull(f"{doing}the state directory {state} cannot be written ({why}); nothing was changed; "
+                   f"free space there (`df -h {state}`), or choose another with --state-dir")
+    err.reason = why  # type: ignore[attr-defined]
+    return err
+
+
 def _mkdir_private(path: str) -> None:
     """A directory only we can read (it will hold backups of secrets). One that is a link, a file, or another
-    user's is refused rather than adopted; a place that cannot hold it is bad input naming the path."""
+    user's is refused rather than adopted; a place that cannot hold it is bad input naming the path (a full or
+    read-only disk: DiskFull, exit 9)."""
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
         st = os.lstat(path)
     except OSError as e:
+        if is_disk_error(e):
+            raise _no_room(path, e) from None
         raise BadInput(f"state directory {path}: {(e.strerror or str(e)).lower()}",
                        hint="choose another with --state-dir or $BREAKGLASS_STATE_DIR") from None
     if not stat.S_ISDIR(st.st_mode):
@@ -114,7 +126,8 @@ def _fault(transition: str) -> None:
 
     ``BREAKGLASS_FAULT_INJECT=<transition>[@<n>][:int|:term|:hup]`` (comma-separated) makes the process
     SIGKILL itself (or get a SIGINT, as Ctrl-C, a SIGTERM or a SIGHUP) right after writing the n-th
-    (default first) journal entry of that transition.
+    (default first) journal entry of that transition. ``backup-written`` is the moment a backup's temp file is
+    whole and fsynced, before its rename (what a kill there leaves: ``backups/NAME.tmp``).
     """
     spec = os.environ.get("BREAKGLASS_FAULT_INJECT")
     if not spec:
@@ -126,6 +139,23 @@ def _fault(transition: str) -> None:
         if name == transition and _seen[transition] == int(nth or 1):
             os.kill(os.getpid(), {"int": signal.SIGINT, "term": signal.SIGTERM, "hup": signal.SIGHUP}.get(
                 sig, signal.SIGKILL))
+
+
+_warned: set = set()
+
+
+def _warn_torn(path: str, line: int, parsed: bool) -> None:
+    """Say once per process that a journal line was skipped (every reader of a run replays its journal)."""
+    if (path, line) in _warned:
+        return
+    _warned.add((path, line))
+    import sys  # noqa: PLC0415
+
+    from breakglass.core.safetext import printable  # noqa: PLC0415
+
+    why = "not a journal entry" if parsed else "cut short or damaged (a power cut or a full disk as it was written)"
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        print(printable(f"breakglass: warning: {path}: line {line} is {why}; skipped"), file=sys.stderr)
 
 
 @dataclass
@@ -148,19 +178,27 @@ class Run:
     @classmethod
     def create(cls, state: str, kind: str, meta: dict[str, Any]) -> Run:
         runs = os.path.join(state, "runs")
-        _mkdir_private(state)
-        _mkdir_private(runs)
         now = _dt.datetime.now(_dt.timezone.utc)
         name = f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
         path = os.path.join(runs, name)
-        os.mkdir(path, 0o700)
-        os.mkdir(os.path.join(path, "backups"), 0o700)
-        _fsync_dir(runs)
         run = cls(path)
         from breakglass.core.runstates import owner  # noqa: PLC0415
 
-        # pid and host: `runs` tells a run whose process was killed from one still at work
-        run.append("run-started", kind=kind, schema=SCHEMA, **{**meta, **owner()})
+        try:
+            _mkdir_private(state)
+            _mkdir_private(runs)
+            os.mkdir(path, 0o700)
+            os.mkdir(os.path.join(path, "backups"), 0o700)
+            _fsync_dir(runs)
+            # pid and host: `runs` tells a run whose process was killed from one still at work
+            run.append("run-started", kind=kind, schema=SCHEMA, **{**meta, **owner()})
+        except (DiskFull, OSError) as e:
+            if not isinstance(e, DiskFull) and not is_disk_error(e):
+                raise
+            import shutil  # noqa: PLC0415
+
+            shutil.rmtree(path, ignore_errors=True)  # nothing was done: no run to list, close or revert
+            raise _no_room(state, e, "no run started: ") from None
         return run
 
     @classmethod
@@ -269,6 +307,8 @@ class Run:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as e:
+            if is_disk_error(e):
+                raise self._disk_error(e, "create its lock file") from None
             raise BadInput(f"run {self.id}: cannot open its lock file {path}: {(e.strerror or str(e)).lower()}") \
                 from None
         try:
@@ -287,9 +327,15 @@ class Run:
                     f"run {self.id} is in use by {who}; not {doing} it now",
                     hint=f"let that process finish (or stop it), then `breakglass runs` shows the run's state") \
                     from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()} {os.uname().nodename} {doing}\n".encode(), 0)
-            os.fsync(fd)
+            # who holds it, for the next process's refusal: only a courtesy, so a full disk does not stop the run
+            # (its journal entries are what must be written, and they say so when they cannot be)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()} {os.uname().nodename} {doing}\n".encode(), 0)
+                os.fsync(fd)
+            except OSError as e:
+                if not is_disk_error(e):
+                    raise
             return fd
         except BaseException:
             os.close(fd)
@@ -297,19 +343,55 @@ class Run:
 
     # -- the journal ---------------------------------------------------------------------------
     def append(self, transition: str, **fields: Any) -> dict:
+        """Add one entry, all or nothing: the whole line is written and fsynced, or (a full disk, a quota, a failing
+        disk cut it short) the file is truncated back to what it held and fsynced again, and DiskFull says so. A
+        torn last line left by a power cut is first ended with a newline, so this entry never merges into it."""
         entry = {"ts": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
                  "event": transition, **fields}
         line = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
-        fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, line)
-            os.fsync(fd)
+            fd = os.open(self.journal_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            if is_disk_error(e):
+                raise self._disk_error(e, "write its journal") from None
+            raise
+        try:
+            # one appender at a time (record_readiness appends outside the run's lock): "truncate back to what it
+            # held" must not take another process's line with it
+            with contextlib.suppress(OSError):  # a file system without flock: appends as before, unlocked
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            start = os.fstat(fd).st_size
+            try:
+                if start and os.pread(fd, 1, start - 1) != b"\n":
+                    line = b"\n" + line
+                view = memoryview(line)
+                while view:  # a short write (the disk filled midway) is retried: the next one says why it stopped
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)
+                    os.fsync(fd)
+                if is_disk_error(e):
+                    raise self._disk_error(e, "write its journal") from None
+                raise
         finally:
             os.close(fd)
         _fault(transition)
         return entry
 
+    def _disk_error(self, e: OSError, doing: str) -> DiskFull:
+        why = (e.strerror or str(e)).lower()
+        err = DiskFull(f"run {self.id}: could not {doing} in {self.path} ({why}); nothing more was changed",
+                       hint=f"free space there (`df -h {self.path}`), then `breakglass revert {self.id}`")
+        err.reason = why  # type: ignore[attr-defined] - what the flows say in their own line
+        err.where = self.path  # type: ignore[attr-defined]
+        return err
+
     def events(self) -> Iterator[dict]:
+        """The journal's entries in order. A line that is not a JSON object (torn by a power cut or a full disk
+        before all-or-nothing appends, or damaged since) is skipped with one warning on stderr, wherever it is:
+        the entries around it still say what was done, and revert asks each target itself before it writes."""
         try:
             with open(self.journal_path, "rb") as f:
                 lines = f.read().split(b"\n")
@@ -319,35 +401,49 @@ class Run:
             if not raw.strip():
                 continue
             try:
-                entry = json.loads(raw)
-            except ValueError:
-                if i >= len(lines) - 2:
-                    continue  # a torn last line: the process died while writing it
-                raise JournalError(f"{self.journal_path}: line {i + 1} is corrupt") from None
+                entry, parsed = json.loads(raw), True
+            except (ValueError, RecursionError):
+                entry, parsed = None, False
             if isinstance(entry, dict):
                 yield entry
+            else:
+                _warn_torn(self.journal_path, i + 1, parsed)
 
     # -- backups -------------------------------------------------------------------------------
     def write_backup(self, name: str, data: bytes) -> str:
-        """Write, fsync, read back and verify; returns the sha256. Never overwrites."""
+        """Write, fsync, read back and verify; returns the sha256. Never overwrites. A write that fails (a full
+        disk) removes its temp file: it holds the original's bytes, secrets and all."""
         if "/" in name or name.startswith("."):
             raise ValueError(name)
         path = os.path.join(self.backups, name)
         tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if os.path.exists(path):
-            os.unlink(tmp)
-            raise JournalError(f"backup {path} exists already")
-        os.rename(tmp, path)
-        _fsync_dir(self.backups)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            if is_disk_error(e):
+                raise self._disk_error(e, f"write backup {name}") from None
+            raise
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _fault("backup-written")  # the crash tests: killed with the temp file whole, before its rename
+            if os.path.exists(path):
+                os.unlink(tmp)
+                raise JournalError(f"backup {path} exists already")
+            os.rename(tmp, path)
+            _fsync_dir(self.backups)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if is_disk_error(e):
+                raise self._disk_error(e, f"write backup {name}") from None
+            raise
         digest = sha256(data)
         if self.read_backup(name, digest) != data:
             raise JournalError(f"backup {path} did not read back intact")

@@ -4,7 +4,7 @@ Webhook names, file names and log lines come from people who may be hostile: a r
 (U+202E) or an isolate (U+2066) reorders what the engineer reads, an ANSI escape recolours or rewrites the
 screen, a newline starts a line that looks like ours. ``printable`` writes every such character as the
 escape ``repr`` would use, so it is seen, never obeyed. Only text output uses it: JSON keeps the real
-strings (JSON escapes them itself) and files keep their bytes.
+strings (core.envelope.json_text writes the deceiving ones as \\uXXXX escapes) and files keep their bytes.
 """
 
 from __future__ import annotations

@@ -9,6 +9,11 @@ A plan file names the way out (``method``), targets, configurations and options 
 
 Flags given on the command line win over the plan. `--auto` probes what is reachable and takes
 the planner's first viable option.
+
+A plan says what to change and how long to wait, never what to run or whom to trust: plans are shared in
+runbooks and repositories, so an option whose registry Opt has ``trust`` (a program such as talosctl, a key, a
+password, a CA or client certificate, a kubeconfig or talosconfig, the SSH config, known_hosts and host-key
+policy) is refused in a plan, naming it, before anything runs; it comes from the command line or the environment.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ from breakglass.core.errors import BadInput, Unreachable
 PLAN_ONLY = (registry.Opt("method", "choice", None, choices=registry.NAMES),
              registry.Opt("state_dir", "str", None), registry.Opt("dry_run", "bool", False))
 COMMAND_LINE_ONLY = ("plan", "auto", "yes", "output", "verbose")
+
+
+def trusted_options() -> dict[str, str]:
+    """Option name -> what it makes breakglass run or trust (registry.Opt.trust), for every way that has it."""
+    return {o.name: o.trust for way in registry.WAYS for o in way.options if o.trust}
 
 
 def _option_types() -> dict:
@@ -56,11 +66,15 @@ def load_plan(path: str, allowed: set[str] | None = None) -> dict:
     if not isinstance(doc, dict):
         raise BadInput(f"{path}: a plan is a mapping of recover options")
     types = _option_types()
+    trusted = trusted_options()
     out = {}
     for k, v in doc.items():
         key = str(k).replace("-", "_")
         if key in COMMAND_LINE_ONLY:
             raise BadInput(f"{path}: {k} is not set from a plan (pass it on the command line)")
+        if key in trusted:  # refused before any value of the plan is used, so --dry-run runs nothing of it
+            raise BadInput(f"{path}: {k} is not set from a plan: pass it on the command line (it chooses "
+                           f"{trusted[key]}; a plan says what to change, never what to run or trust)")
         if key not in types or (allowed is not None and key not in allowed):
             raise BadInput(f"{path}: unknown option {k!r}")
         out[key] = _typed(path, k, v, types[key])
@@ -194,9 +208,11 @@ def verdict_note(path: str | None) -> str | None:
             "webhook's backend answers; fixing the backend first is enough (--auto goes on, as asked)")
 
 
-def auto_method(access: planner.Access, have_targets: bool, timeout: float = 3.0, family: str | None = None) -> str:
-    """The first way out that can be used: probed (SSH also says what the nodes run), in the family's order."""
-    probes = planner.probe(access, timeout)
+def auto_method(access: planner.Access, have_targets: bool, timeout: float = 3.0, family: str | None = None,
+                gap: float = planner.RESTART_GAP, on_wait=None) -> str:
+    """The first way out that can be used: probed (SSH also says what the nodes run), in the family's order. A
+    refused apiserver is asked again for ``gap`` seconds, so a restart gap does not change the way taken."""
+    probes = planner.probe(access, timeout, gap, on_wait)
     opts = planner.options(probes, have_targets, family, access.distros)
     for o in opts:
         if o.available:

@@ -9,7 +9,6 @@ Rendering reads the report's attributes only (this layer sits below flows)."""
 
 from __future__ import annotations
 
-import json
 import sys
 import urllib.parse
 import xml.etree.ElementTree as ET
@@ -185,7 +184,9 @@ def sarif(rep, tool_version: str) -> str:
             "results": results,
         }],
     }
-    return json.dumps(doc, indent=2, ensure_ascii=False)
+    from breakglass.core.envelope import json_text  # noqa: PLC0415 - bidi controls and lone surrogates escaped
+
+    return json_text(doc)
 
 
 # -- progress ----------------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ Every write is one script run on the node: it compares the current file's sha256
 (or that there is no file, for a new one), writes a dot-prefixed temp file in the same directory (kubelet and
 k3s skip dot files that do not end in .yaml), checks its length and sha256, keeps the replaced file's mode and
 owner (a new file stays 0600), fsyncs, renames, and fsyncs the directory. A connection that drops midway
-leaves the old file and at most that temp file, never a partial one. Paths are absolute and passed after
-``--`` (access.ssh.quoted_path), so none can become an option.
+leaves the old file and at most that temp file, never a partial one; the next script that reads, writes or
+removes the file (a revert too, even one that finds nothing to write) removes that temp file first. Paths are
+absolute and passed after ``--`` (access.ssh.quoted_path), so none can become an option.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import hashlib
 import time
 
 from breakglass.access.ssh import quoted_path
-from breakglass.core.errors import BadInput, PreconditionFailed, Unreachable
+from breakglass.core.errors import BadInput, DiskFull, PreconditionFailed, Unreachable
 
 ABSENT = ""  # the expected sha256 of a file that must not exist yet
 
@@ -81,6 +82,24 @@ sync -- "$d" 2>/dev/null || sync
 echo written
 """
 
+# What a writer killed midway (kill -9, a dropped SSH session) left beside a file: its temp file, a copy of the new
+# content with the config's tokens. Every script that touches the file (reads included, so a revert that finds the
+# file already as it was, and writes nothing, still tidies) removes those first, when it can take the directory's
+# lock at once: a writer at work holds it, and its temp file is left alone. Nothing it says reaches the output.
+_TIDY = r"""( f={path}; d=$(dirname -- "$f"); b=$(basename -- "$f")
+  [ -d "$d" ] && [ ! -L "$d" ] || exit 0
+  if command -v flock >/dev/null 2>&1; then exec 9<"$d" || exit 0; flock -n -x 9 || exit 0; fi
+  for s in "$d/.$b.breakglass.tmp" "$d/.$b".breakglass.??????; do
+    if [ -f "$s" ] && [ ! -L "$s" ]; then rm -f -- "$s"; fi
+  done ) >/dev/null 2>&1
+"""
+
+
+def tidy_script(path: str) -> str:
+    """The node-side lines that remove stale temp files of ``path`` (see _TIDY), to go before a command."""
+    return _TIDY.format(path=quoted_path(path, "file path"))
+
+
 # Refuse a link at the file or its directory: breakglass never writes through one (checked on the node, at
 # the moment of writing).
 _NO_LINKS = '[ -L "$f" ] || [ -L "$d" ] && { echo "link" >&2; exit 6; }\n'
@@ -88,7 +107,22 @@ _MKDIR = '[ -d "$d" ] || mkdir -p -- "$d" || exit 5\n'
 _MUST_BE_NEW = '[ -e "$f" ] || [ -L "$f" ] && cur=exists\n'
 
 
+# What the node's own tools say when its disk cannot take the write (ENOSPC, EDQUOT, EROFS, EIO): the node's disk
+# is full, not the node unreachable.
+_DISK_WORDS = ("No space left on device", "Disk quota exceeded", "Read-only file system", "Input/output error")
+
+
+def _check_disk(node, path: str, r, what: str) -> None:
+    said = r.err.decode("utf-8", "replace") if r.rc else ""
+    word = next((w for w in _DISK_WORDS if w in said), None)
+    if word:
+        err = DiskFull(f"{node.host}:{path}: not {what}: {word.lower()} on the node (the file is as it was)")
+        err.reason, err.where = word.lower(), f"{node.host}:{path}"  # type: ignore[attr-defined]
+        raise err
+
+
 def _check_rc(node, path: str, r, what: str) -> None:
+    _check_disk(node, path, r, what)
     if r.rc == 3:
         raise PreconditionFailed(f"{node.host}:{path} changed since it was read; not {what}")
     if r.rc == 6:
@@ -124,14 +158,14 @@ echo removed
 
 def remove_remote(node, path: str, expected_sha: str) -> None:
     """Remove ``path`` only if it still holds exactly the bytes with ``expected_sha``."""
-    r = node.run(_REMOVE.format(path=quoted_path(path, "file path"), expected=expected_sha))
+    r = node.run(tidy_script(path) + _REMOVE.format(path=quoted_path(path, "file path"), expected=expected_sha))
     _check_rc(node, path, r, "removed")
     if r.rc != 0 or b"removed" not in r.out:
         raise Unreachable(f"{node.host}:{path}: remove failed ({r.err.decode('utf-8', 'replace').strip()[:200] or r.rc})")
 
 
 def read_remote(node, path: str, missing: str = "no such file") -> bytes:
-    r = node.run(f"cat -- {quoted_path(path, 'file path')}")
+    r = node.run(tidy_script(path) + f"cat -- {quoted_path(path, 'file path')}")
     if r.rc != 0:
         err = r.err.decode("utf-8", "replace").strip()
         if "No such file" in err:
@@ -143,7 +177,7 @@ def read_remote(node, path: str, missing: str = "no such file") -> bytes:
 def read_optional(node, path: str) -> bytes | None:
     """The file's bytes, or None when there is no file."""
     q = quoted_path(path, "file path")
-    r = node.run(f"if [ -e {q} ] || [ -L {q} ]; then cat -- {q}; else echo absent >&2; exit 3; fi")
+    r = node.run(tidy_script(path) + f"if [ -e {q} ] || [ -L {q} ]; then cat -- {q}; else echo absent >&2; exit 3; fi")
     if r.rc == 3 and r.err.strip() == b"absent":
         return None
     if r.rc != 0:
@@ -160,6 +194,7 @@ def copy_to_node(node, directory: str, name: str, data: bytes) -> str:
     script = (f"umask 077; mkdir -p -- {bdir} && chmod 700 -- {bdir} && "
               f"cat > {q} && sync -- {q} 2>/dev/null; sha256sum -- {q}")
     r = node.run(script, stdin=data)
+    _check_disk(node, remote, r, "written")
     if r.rc != 0 or sha(data) not in r.out.decode("utf-8", "replace"):
         raise Unreachable(f"{node.host}: backup to {remote} failed ({r.err.decode('utf-8', 'replace').strip()[:200]})")
     return remote

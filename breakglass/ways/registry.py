@@ -27,6 +27,10 @@ class Opt:
     choices: tuple = ()
     minimum: float | None = None
     metavar: str | None = None
+    # What the option makes breakglass trust or run, when it does: a program, a credential, a CA, the SSH host-key
+    # policy. Such an option comes from the command line or the environment only, never from a plan file (plans
+    # are shared in runbooks and repositories: they say what to change and how long to wait). Say it for a new one.
+    trust: str = ""
 
     @property
     def flag(self) -> str:
@@ -85,25 +89,27 @@ PLUGINS = (
     Opt("diagnosis", "str", None, "`breakglass diagnose -o json` output saved in this file: the plugins it names."),
 )
 WAIT = (
-    Opt("wait", "bool", True, "Wait for every apiserver's /readyz afterwards."),
+    Opt("wait", "bool", True, "Wait for every apiserver's /readyz afterwards (without it: exit 8, not verified)."),
     Opt("wait_timeout", "float", 300.0, "Seconds to wait for /readyz.", minimum=1),
     Opt("apiserver", "list", None, "apiserver URL(s) to wait on (default: https://NODE:6443 for each node)."),
 )
 TIMEOUT = (Opt("timeout", "float", None, "Seconds for each connection (etcd, SSH, talosctl, the API).",
                minimum=0.1),)
 KUBE = (
-    Opt("kubeconfig", "str", None, "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)."),
+    Opt("kubeconfig", "str", None, "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).",
+        trust="the apiserver's credentials and CA, and the exec plugins it runs"),
     Opt("context", "str", None, "kubeconfig context (default: its current-context)."),
 )
 SSH = (
     Opt("ssh", "list", None, "Control-plane hosts to reach over SSH, comma-separated.", ("--ssh",)),
     Opt("ssh_user", "str", None, "SSH user (default: ~/.ssh/config, else $USER)."),
-    Opt("ssh_key", "str", None, "SSH private key (default: IdentityFile, agent)."),
+    Opt("ssh_key", "str", None, "SSH private key (default: IdentityFile, agent).", trust="the SSH private key"),
     Opt("ssh_port", "int", None, "SSH port (default: ~/.ssh/config, else 22)."),
     Opt("ssh_accept_new", "bool", False, "Accept and record unknown host keys (OpenSSH accept-new); changed keys are "
-        "always refused."),
-    Opt("ssh_config", "str", "~/.ssh/config", "OpenSSH client config to honour."),
-    Opt("known_hosts", "str", "~/.ssh/known_hosts", "known_hosts file."),
+        "always refused.", trust="the SSH host-key policy"),
+    Opt("ssh_config", "str", "~/.ssh/config", "OpenSSH client config to honour.",
+        trust="the OpenSSH config (its ProxyCommand, identities and host-key settings)"),
+    Opt("known_hosts", "str", "~/.ssh/known_hosts", "known_hosts file.", trust="the SSH host keys"),
 )
 NODE_WAIT = (
     Opt("verify_timeout", "float", 180.0, "Seconds to wait for a kube-apiserver process with the new flag (0: skip).",
@@ -114,25 +120,29 @@ NODE_WAIT = (
 TALOS = (
     Opt("nodes", "list", None, "Control-plane nodes (every one runs an apiserver), comma-separated.",
         ("--nodes", "-n")),
-    Opt("config_file", "list", None, "Patch machine-config files (managed as code) instead of live nodes. "
-        "Repeatable."),
+    Opt("config_file", "list", None, "Patch machine-config files (managed as code) instead of live nodes: edited "
+        "here, not applied (exit 8; -n names the nodes they are for, in the apply command). Repeatable."),
     Opt("write_patch", "str", None, "Only write the strategic-merge patch (and FILE.revert.yaml) for your own "
         "tooling."),
-    Opt("talosconfig", "str", None, "talosconfig file (default: $TALOSCONFIG, then talosctl's own defaults)."),
+    Opt("talosconfig", "str", None, "talosconfig file (default: $TALOSCONFIG, then talosctl's own defaults).",
+        trust="the Talos API's client certificate and CA"),
     Opt("talos_context", "str", None, "talosconfig context.", ("--talos-context",)),
     Opt("talos_endpoints", "str", None, "Talos API endpoints (talosctl -e), comma-separated.",
         ("--talos-endpoints", "-e")),
-    Opt("talosctl", "str", "talosctl", "The talosctl binary."),
+    Opt("talosctl", "str", "talosctl", "The talosctl binary.", trust="the program that runs"),
 )
 ETCD = (
     Opt("etcd_endpoints", "str", None, "etcd endpoints, comma-separated (default: $ETCDCTL_ENDPOINTS, else "
         "https://127.0.0.1:2379)."),
-    Opt("etcd_cacert", "str", None, "etcd CA certificate (default: $ETCDCTL_CACERT)."),
-    Opt("etcd_cert", "str", None, "etcd client certificate (default: $ETCDCTL_CERT)."),
-    Opt("etcd_key", "str", None, "etcd client key (default: $ETCDCTL_KEY)."),
+    Opt("etcd_cacert", "str", None, "etcd CA certificate (default: $ETCDCTL_CACERT).", trust="the CA etcd is checked "
+        "against"),
+    Opt("etcd_cert", "str", None, "etcd client certificate (default: $ETCDCTL_CERT).",
+        trust="the etcd client certificate"),
+    Opt("etcd_key", "str", None, "etcd client key (default: $ETCDCTL_KEY).", trust="the etcd client key"),
     Opt("etcd_user", "str", None, "etcd user (default: $ETCDCTL_USER); the password is asked for, or "
-        "$ETCDCTL_PASSWORD."),
-    Opt("etcd_password", "str", None, "etcd password (prefer $ETCDCTL_PASSWORD: a flag shows in ps)."),
+        "$ETCDCTL_PASSWORD.", trust="the etcd credentials (USER or USER:PASSWORD)"),
+    Opt("etcd_password", "str", None, "etcd password (prefer $ETCDCTL_PASSWORD: a flag shows in ps).",
+        trust="the etcd password"),
     Opt("etcd_prefix", "str", "/registry", "The apiserver's --etcd-prefix (k3s with embedded etcd: /registry; "
         "kine: /registry)."),
     Opt("etcd_via_ssh", "str", None, "Reach etcd on this node through SSH; the etcd options are then as the node "
@@ -148,13 +158,17 @@ WAYS = (
         TARGETS + KUBE + TIMEOUT + (
             Opt("action", "choice", "ignore", "ignore (failurePolicy Ignore), exclude (add the audit's "
                 "matchConditions) or delete.", choices=("ignore", "exclude", "delete")),
-            Opt("wait", "bool", True, "Wait for the apiserver's /readyz afterwards.")),
+            Opt("wait", "bool", True, "Wait for the apiserver's /readyz afterwards (without it: exit 8, not "
+                "verified)."), WAIT[1]),
         ("breakglass recover kubeapi -w kyverno-resource-validating-webhook-cfg --dry-run",
          "breakglass recover kubeapi --webhook validate.kyverno.svc-fail --action exclude --context prod"),
         cost="least invasive: one object, through the apiserver, audited"),
     Way("talos", 2, "Disable the webhook admission plugins in every control-plane node's machine config.",
         _FLAG_TRADEOFF + ".",
-        (Variant("talosctl", "through talosctl", "talos"), Variant("file", "in machine-config files", "talos-file")),
+        (Variant("talosctl", "through talosctl", "talos"),
+         Variant("file", "in machine-config files", "talos-file",
+                 _FLAG_TRADEOFF + "; edited, not applied: no node has it until you apply the file (talosctl "
+                                  "apply-config --mode=no-reboot).")),
         PLUGINS + TALOS + WAIT + TIMEOUT,
         ("breakglass recover talos -n 10.0.0.2,10.0.0.3,10.0.0.4 --dry-run",
          "breakglass recover talos --config-file clusters/prod/controlplane.yaml --write-patch bg.yaml"),
@@ -176,7 +190,8 @@ WAYS = (
                                                     _FLAG_TRADEOFF + "; nothing restarts: k3s reads it when you "
                                                                      "restart it.")),
         PLUGINS + SSH + (
-            Opt("config_file", "list", None, "Edit this config.yaml (and its config.yaml.d/) here, with no restart."),
+            Opt("config_file", "list", None, "Edit this config.yaml (and its config.yaml.d/) here, with no restart: "
+                "edited, not applied (exit 8)."),
             Opt("config_path", "str", None, "config.yaml's path on the nodes (default /etc/rancher/k3s/config.yaml)."),
             Opt("drop_in_dir", "str", None, "The drop-in directory k3s reads (default: the config's path + .d).")
         ) + NODE_WAIT + WAIT + TIMEOUT,
@@ -188,7 +203,8 @@ WAYS = (
                                                     _FLAG_TRADEOFF + "; nothing restarts: RKE2 reads it when you "
                                                                      "restart rke2-server.")),
         PLUGINS + SSH + (
-            Opt("config_file", "list", None, "Edit this config.yaml (and its config.yaml.d/) here, with no restart."),
+            Opt("config_file", "list", None, "Edit this config.yaml (and its config.yaml.d/) here, with no restart: "
+                "edited, not applied (exit 8)."),
             Opt("config_path", "str", None, "config.yaml's path on the nodes (default /etc/rancher/rke2/config.yaml)."),
             Opt("drop_in_dir", "str", None, "The drop-in directory RKE2 reads (default: the config's path + .d).")
         ) + NODE_WAIT + WAIT + TIMEOUT,
@@ -198,7 +214,11 @@ WAYS = (
         "Surgical, but bypasses the apiserver and its audit log.",
         (Variant("etcd", "in etcd", "etcd"),),
         TARGETS + ETCD + SSH[1:] + TIMEOUT + (
-            Opt("snapshot", "str", None, "First save a full etcd snapshot to this new file (checksummed)."),),
+            Opt("snapshot", "str", None, "First save a full etcd snapshot to this new file (checksummed)."),
+            Opt("wait", "bool", True, "Wait for the apiserver's /readyz afterwards (without it: exit 8, not "
+                "verified)."), WAIT[1],
+            Opt("apiserver", "list", None, "apiserver URL(s) to wait on (default: the sandbox's, or port 6443 of "
+                "the node whose etcd listens on 2379 or was reached through SSH).")),
         ("breakglass recover etcd -w kyverno-resource-validating-webhook-cfg --dry-run",
          "breakglass recover etcd -w validating/kyverno-resource-validating-webhook-cfg "
          "--etcd-endpoints https://127.0.0.1:2379 --etcd-cacert ca.crt --etcd-cert c.crt --etcd-key c.key"),
@@ -234,6 +254,7 @@ class Probe:
     name: str  # apiserver | talos | ssh | etcd | talos-file | manifest | k3s-file
     reachable: bool
     detail: str
+    distro: str | None = None  # k3s-file: whose config it is (k3s or rke2), when the file tells (k3s.which)
 
 
 @dataclass
@@ -262,6 +283,11 @@ class Reach:
             if files:
                 ok = all(os.access(f, os.R_OK | os.W_OK) for f in files)
                 out[name] = Probe(name, ok, f"{what} {', '.join(files)}" + ("" if ok else ": not writable here"))
+        if self.k3s_files and out["k3s-file"].reachable:  # k3s' or RKE2's: only that way is offered, else both
+            from breakglass.k3s import which  # noqa: PLC0415
+
+            reading = which.read(self.k3s_files[0])
+            out["k3s-file"] = Probe("k3s-file", True, reading.line(), reading.name)
         return out
 
 
@@ -294,6 +320,10 @@ def assess(way: Way, probes: dict, family: str | None = None, distros: dict | No
     if not answering:
         return Verdict(way, None, given[0][1].detail)
     variant, probe = answering[0]
+    if variant.needs == "k3s-file" and probe.distro and way.distro and probe.distro != way.distro:
+        owned = {"k3s": "k3s'", "rke2": "RKE2's"}
+        return Verdict(way, None, f"the file is {owned[probe.distro]} config, not {owned[way.distro]}: "
+                                  f"{probe.detail}")
     if variant.needs == "ssh":
         other = _other_distribution(way, distros or {})
         if other:
