@@ -263,18 +263,6 @@ def _confirm(question: str, yes: bool) -> None:
         raise Declined("declined at the confirmation; nothing was changed")
 
 
-_spin_state = [0]
-
-
-def _spinner(states) -> None:
-    from breakglass.access import readyz  # noqa: PLC0415
-    from breakglass.present.prompts import SPIN  # noqa: PLC0415
-
-    _spin_state[0] += 1
-    print(f"\r\033[K{SPIN[_spin_state[0] % 4]} {_safe(readyz.waiting_text(states))}", end="", file=sys.stderr,
-          flush=True)
-
-
 def _write_new(path: str, text: str) -> None:
     try:
         with open(path, "x", encoding="utf-8") as f:

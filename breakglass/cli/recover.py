@@ -38,7 +38,6 @@ from breakglass.cli._base import (
     _render,
     _run,
     _show,
-    _spinner,
     _split,
     _ssh_nodes,
     _ssh_options,
@@ -160,14 +159,6 @@ def _wanted(o: Options) -> list:
     from breakglass.text.admission_flags import WEBHOOK_PLUGINS  # noqa: PLC0415
 
     return _split(o.plugins) or scripted.plugins_from_diagnosis(o.diagnosis) or list(WEBHOOK_PLUGINS)
-
-
-def _wait_ready(o: Options, hosts: list, probes: list | None = None) -> list:
-    """/readyz on ``hosts`` (anonymous), or through ``probes`` (a node's own kubectl), with a spinner."""
-    from breakglass.flows import readiness  # noqa: PLC0415
-
-    watch = readiness.Watch(probes) if probes else readiness.Watch.urls(hosts, "")
-    return _verify(o, watch)[0]
 
 
 def _watch(o: Options, hosts=(), watch=None):

@@ -154,13 +154,9 @@ def hooks_from_backups(run, st) -> list[Hook]:
     return out
 
 
-def hooks_from_cluster(inventory) -> list[Hook]:
-    """Every fail-closed webhook a cluster holds: what re-enabling the webhook admission plugins re-arms."""
-    return hooks_from_cluster_configs(inventory.configs)
-
-
 def hooks_from_cluster_configs(configs) -> list[Hook]:
-    """The same from the cluster's admission configurations (``model.AdmissionConfig``) as read."""
+    """Every fail-closed webhook of the cluster's admission configurations (``model.AdmissionConfig``) as read:
+    what re-enabling the webhook admission plugins re-arms."""
     out: list[Hook] = []
     for cfg in configs:
         out += _fail_closed(cfg.raw, cfg.kind) if cfg.raw else [
