@@ -246,10 +246,24 @@ def _carry_out(o: Options, remedy, steps, question: str, meta: dict, wait_hosts=
     recovery.record_readiness(res.run, o.state_dir, entry)
     if not entry["ready"] and res.status == "applied":
         res.status = "applied-unverified"  # as the journal now says (driver.replay)
+    res.backends = _backends_now(res.run, o.state_dir)
     from breakglass.core.runstates import exit_code  # noqa: PLC0415 - 8: applied-unverified, edited-not-applied
     code = exit_code(res.status)
     _show(o.output, "RecoverResult", res, lambda: _render().run_result(res), code)
     return code
+
+
+def _backends_now(run_id: str, state: str | None) -> dict | None:
+    """The revert guard's reading of the backends this run's revert would re-arm, said with the result so the
+    engineer knows what to repair before reverting (the same check revert makes)."""
+    from breakglass.core.errors import BreakglassError  # noqa: PLC0415
+    from breakglass.flows import recovery  # noqa: PLC0415
+
+    try:
+        _, verdict = recovery.revert_check(run_id, state)
+    except BreakglassError:
+        return None
+    return {**verdict.to_json(), "lines": verdict.lines()}
 
 
 def _spinner_on(o: Options, remedy) -> None:

@@ -145,7 +145,14 @@ def _recover(r: dict, code: int) -> Outcome:
     if r.get("error"):
         out.not_verified.append(r["error"])
     if out.changed and r.get("run"):
-        out.next = [f"breakglass revert {r['run']}   (once the webhook's backend is healthy again)"]
+        backends = r.get("backends") or {}
+        down = [b for b in backends.get("backends") or [] if b.get("ready") is not True]
+        # what to repair first, as the guard sees it; the dry run asks the backend again the same way
+        out.next = [f"breakglass revert {r['run']} --dry-run   (asks the backend again as the apiserver would)"] \
+            if down else []
+        out.next.append(f"breakglass revert {r['run']}   (once the webhook's backend "
+                        + ("answers: " + "; ".join(b.get("detail", "") for b in down) + ")" if down else
+                           "is healthy again)"))
     if edited and r.get("run"):  # apply the file, check /readyz; then, once the backend is healthy, revert
         out.next = _apply_edited(edited, r["run"])
     return out

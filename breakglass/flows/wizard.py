@@ -192,7 +192,7 @@ def _after_change(p: Prompter, state, access, remedy, res, diag, targets, servic
         return _after_edit(p, state, access, res, record, targets, services)
     ready = _journal_wait(record, state, _wait_ready(p, access, "after the change", remedy))
     p.say("Before reverting, the webhook's backend must be healthy: " + _backend_hint(targets))
-    _check_backends(p, access, services)
+    _check_backends(p, access, res.run, state)
     # 4. the lasting fix, recorded for the postmortem
     fix = _permanent_fix(targets)
     if fix:
@@ -282,7 +282,7 @@ def _after_edit(p: Prompter, state, access, res, record, targets, services) -> i
     p.say(f"Applied by you, and {url} is ready.")
     p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
           "present (kubectl -n NAMESPACE get endpointslices -l kubernetes.io/service-name=SERVICE).")
-    _check_backends(p, access, services)
+    _check_backends(p, access, res.run, state)
     fix = _permanent_fix(targets)
     if fix:
         p.say(fix)
@@ -948,36 +948,16 @@ def _leaks(p: Prompter) -> bool:
     return p.confirm("Look for a way out anyway?", False)
 
 
-def _check_backends(p: Prompter, a: planner.Access, services: list[str]) -> None:
-    """Ready endpoints behind each culprit's Service: from etcd when that is the way in (the apiserver may still
-    be down), else through the API."""
-    if not services:
-        return
-    if a.etcd is not None:
-        try:
-            for svc in services:
-                b = a.etcd.backend(svc)
-                p.say("  " + b.line() + ("" if b.healthy else " — do not revert yet"))
-            return
-        except BreakglassError as e:
-            p.say(f"  could not read the backends from etcd ({e}); trying the API")
-    kubeconfig = a.kubeconfig or os.environ.get("KUBECONFIG")
-    if not kubeconfig and not os.path.exists(os.path.expanduser("~/.kube/config")):
-        p.say("No kubeconfig or etcd to check the webhook's backend with; check it before reverting: "
-              + "; ".join(f"kubectl -n {s.split('/')[0]} get endpointslices -l kubernetes.io/service-name="
-                          f"{s.split('/')[1]}" for s in services))
-        return
-    from breakglass.access import kubeapi  # noqa: PLC0415
-    from breakglass.webhooks import backend  # noqa: PLC0415
-
+def _check_backends(p: Prompter, a: planner.Access, run_id: str, state: str | None) -> None:
+    """What the revert guard reads now of the backends the revert of ``run_id`` would re-arm: the engine's own
+    check (the apiserver's call, made from here), the same the revert question and `recover` show."""
     try:
-        api = kubeapi.connect(a.kubeconfig, a.context, 5.0)
-        for svc in services:
-            ns, name = svc.split("/", 1)
-            b = backend.from_api(api, ns, name)
-            p.say("  " + b.line() + ("" if b.healthy else " — do not revert yet"))
+        _, verdict = recovery.revert_check(run_id, state, a.etcd, kube=(a.kubeconfig, a.context))
     except BreakglassError as e:
-        p.say(f"  could not check the backends through the API yet ({e})")
+        p.say(f"  could not check the backends yet ({e})")
+        return
+    for line in verdict.lines() or ["no fail-closed webhook is re-armed by this run's revert"]:
+        p.say("  " + line)
 
 
 def _permanent_fix(targets: list[dict]) -> str | None:

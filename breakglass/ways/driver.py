@@ -33,6 +33,7 @@ class RunResult:
     snapshot: dict | None = None
     readiness: list = field(default_factory=list)  # /readyz after the change, when waited for
     ready_check: dict | None = None  # what was journaled of that wait (flows.readiness.to_json)
+    backends: dict | None = None  # the revert guard's reading now (revert_guard.Verdict.to_json + its lines)
 
 
 def apply(remedy: Remedy, steps: list[Step], run: Run, hook: Hook | None = None) -> RunResult:
