@@ -174,16 +174,32 @@ def sandbox_etcd(tmp_path_factory):
     proc.wait(10)
 
 
-def _seed(put) -> tuple[bytes, bytes]:
+@pytest.fixture(scope="module")
+def kyverno_backend(tmp_path_factory):
+    """issue 33: the seeded webhook's backend, really answering: the sandbox's AdmissionReview server on loopback
+    with a certificate for kyverno-svc.kyverno.svc from a CA the seeded caBundle holds, so the revert guard's call
+    (TLS against the caBundle, then an AdmissionReview) succeeds and the revert is verified."""
+    from tests import webhook_backends as wb
+
+    ca = wb.Ca()
+    d = str(tmp_path_factory.mktemp("kyverno-backend"))
+    crt, key = ca.issue(d, "kyverno-svc", dns=("kyverno-svc.kyverno.svc",))
+    backend = wb.RealBackend(crt, key, f"{d}/backend.log")
+    backend.bundle = ca.bundle
+    yield backend
+    backend.stop()
+
+
+def _seed(put, backend) -> tuple[bytes, bytes]:
     from breakglass.webhooks import codec, sources
     from tests.test_codec import KYVERNO
-
-    from tests import backend_seed
+    from tests import backend_seed, webhook_backends as wb
 
     key = sources.etcd_key("validating", KYVERNO["metadata"]["name"])
-    value = codec.encode_value(KYVERNO)
+    value = codec.encode_value(wb.with_ca_bundle(KYVERNO, backend.bundle))
     put(key, value)
-    for k, v in backend_seed.healthy():  # the webhook's backend is back by the time of the revert
+    # the webhook's backend is back by the time of the revert (its Service's endpoint: the real backend)
+    for k, v in backend_seed.healthy(port=backend.port):
         put(k, v)
     return key, value
 
@@ -196,7 +212,7 @@ def _planned(state: str) -> dict:
 
 
 def test_rke2_embedded_etcd_certificates_are_found_on_the_node_and_the_run_reverts(node_sshd, root, sandbox_etcd,
-                                                                                    tmp_path):
+                                                                                    tmp_path, kyverno_backend):
     from tests.test_codec import KYVERNO
 
     p, port, client = sandbox_etcd
@@ -205,12 +221,14 @@ def test_rke2_embedded_etcd_certificates_are_found_on_the_node_and_the_run_rever
     for role, src in (("cacert", p.ca), ("cert", p.admin_cert), ("key", p.admin_key)):
         _touch(root, r[role])
         shutil.copy(src, root + r[role])
-    key, value = _seed(client.put)
+    key, value = _seed(client.put, kyverno_backend)
     env = {"BREAKGLASS_NODE_ROOT": root, "BREAKGLASS_STATE_DIR": str(tmp_path / "state"), "ETCDCTL_ENDPOINTS": ""}
     # no certificate paths: they are RKE2's, found on the node; the port is the test etcd's (RKE2's is 2379)
+    # issue 33: no apiserver runs in front of this etcd (it would be cp1:6443): --no-wait, applied, not verified
     run = run_cli("recover", "--method", "etcd", "-w", KYVERNO["metadata"]["name"], "--yes", "--etcd-via-ssh", "cp1",
-                  "--etcd-endpoints", f"127.0.0.1:{port}", *_ssh(node_sshd), env=env)
-    assert run.returncode == 0, run.stderr.decode()
+                  "--etcd-endpoints", f"127.0.0.1:{port}", "--no-wait", *_ssh(node_sshd), env=env)
+    assert run.returncode == 8, run.stderr.decode()
+    assert b"not waited for (--no-wait)" in run.stdout
     assert b"cp1 runs rke2 (found: " in run.stderr and f"{root}/var/lib/rancher/rke2/server".encode() in run.stderr
     assert client.get(key)[0] is None
     target = _planned(str(tmp_path / "state"))
@@ -220,11 +238,12 @@ def test_rke2_embedded_etcd_certificates_are_found_on_the_node_and_the_run_rever
     assert f"found {root + r['cert']} (etcd cert)" in target["etcd_node_found"]["evidence"]
     # revert with only the SSH options: the journal's route
     back = run_cli("revert", "--yes", *_ssh(node_sshd), env=env)
-    assert back.returncode == 0, back.stderr.decode()
+    assert back.returncode == 0, back.stderr.decode() + back.stdout.decode()
     assert client.get(key)[0] == value
 
 
-def test_k3s_kine_on_its_unix_socket_through_ssh_and_revert_byte_identical(node_sshd, root, tmp_path):
+def test_k3s_kine_on_its_unix_socket_through_ssh_and_revert_byte_identical(node_sshd, root, tmp_path,
+                                                                           kyverno_backend):
     from tests.test_codec import KYVERNO
     from tests.test_kine import Kine
 
@@ -232,19 +251,20 @@ def test_k3s_kine_on_its_unix_socket_through_ssh_and_revert_byte_identical(node_
     server = root + distro.rancher("k3s")["server"]
     kine = Kine(server, unix=True)  # in k3s' server directory, on unix://kine.sock there, as k3s runs it
     try:
-        key, value = _seed(kine.create)
+        key, value = _seed(kine.create, kyverno_backend)
         before = kine.get(key)
         env = {"BREAKGLASS_NODE_ROOT": root, "BREAKGLASS_STATE_DIR": str(tmp_path / "state"), "ETCDCTL_ENDPOINTS": ""}
+        # issue 33: no apiserver in front of this kine: --no-wait, applied, not verified
         run = run_cli("recover", "--method", "etcd", "-w", KYVERNO["metadata"]["name"], "--yes", "--etcd-via-ssh",
-                      "cp1", *_ssh(node_sshd), env=env)
-        assert run.returncode == 0, run.stderr.decode() + run.stdout.decode()
+                      "cp1", "--no-wait", *_ssh(node_sshd), env=env)
+        assert run.returncode == 8, run.stderr.decode() + run.stdout.decode()
         assert kine.get(key) is None
         assert b"cp1 runs k3s" in run.stderr and f"unix://{server}/kine.sock".encode() in run.stderr
         target = _planned(str(tmp_path / "state"))
         assert target["etcd_endpoints"] == [f"unix://{server}/kine.sock"] and not target.get("etcd_node_certs")
         assert f"found {server}/kine.sock (socket)" in target["etcd_node_found"]["evidence"]
         back = run_cli("revert", "--yes", *_ssh(node_sshd), env=env)
-        assert back.returncode == 0, back.stderr.decode()
+        assert back.returncode == 0, back.stderr.decode() + back.stdout.decode()
         after = kine.get(key)
         assert after[0] == before[0] == value and after[1] > before[1]
     finally:

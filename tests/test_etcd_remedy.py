@@ -21,10 +21,46 @@ from breakglass.core.errors import PreconditionFailed
 from breakglass.webhooks import codec, sources
 from tests import backend_seed
 from tests import etcd_server as es
+from tests import webhook_backends as wb
+from tests.apiserver_standin import serve_readyz
 from tests.conftest import ROOT, run_cli
-from tests.test_codec import KYVERNO
+from tests.test_codec import KYVERNO as KYVERNO_UNTRUSTED
+
+# issue 33: "done" is the apiserver's /readyz 200 and a re-armed backend that answers the apiserver's call. The
+# configurations seeded here trust CA (their test caBundle "PEM" could verify no backend); with the ``live``
+# fixture the seeded Service's endpoint is a real backend serving a certificate from CA for
+# kyverno-svc.kyverno.svc, and `recover` is given --apiserver of a /readyz that answers 200 (the apiserver back),
+# so these tests keep asserting a verified exit 0. Without it (tests/test_bundle.py) they behave as before.
+CA = wb.Ca()
+KYVERNO = wb.with_ca_bundle(KYVERNO_UNTRUSTED, CA.bundle)
+LIVE: dict = {}  # "port": the real backend's, "apiserver": the /readyz URL; set by the ``live`` fixture
 
 NAMES = ["kyverno-resource-validating-webhook-cfg", "gatekeeper-validating-webhook-configuration", "policy-a"]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """The webhooks' real backend, and an apiserver /readyz answering 200, for the module's runs (see LIVE)."""
+    d = str(tmp_path_factory.mktemp("kyverno-backend"))
+    crt, key = CA.issue(d, "kyverno-svc", dns=("kyverno-svc.kyverno.svc",))
+    backend = wb.RealBackend(crt, key, f"{d}/backend.log")
+    try:
+        with serve_readyz([], "none") as url:
+            LIVE.update(port=backend.port, apiserver=url)
+            yield LIVE
+    finally:
+        LIVE.clear()
+        backend.stop()
+
+
+@pytest.fixture(autouse=True)
+def _live(live):
+    return live
+
+
+def _apiserver() -> list[str]:
+    """`--apiserver URL` of the module's /readyz (issue 33: else an etcd run knows no apiserver and exits 8)."""
+    return ["--apiserver", LIVE["apiserver"]] if LIVE else []
 
 
 def _obj(name, kind="ValidatingWebhookConfiguration"):
@@ -38,7 +74,7 @@ def _seed(srv, names=NAMES, extra=()):
     c = es.raw_client(srv)
     es.put_many(c, [(sources.etcd_key("validating", n), codec.encode_value(_obj(n))) for n in names]
                 + [(b"/registry/pods/default/p1", b"k8s\x00pod"), (b"/registry/validatingwebhookconfigurations-x", b"x")]
-                + backend_seed.healthy() + list(extra))
+                + backend_seed.healthy(port=LIVE.get("port", 9443)) + list(extra))
     c.close()
 
 
@@ -56,7 +92,7 @@ def _cli(srv, state, *args, env=None, stdin=None):
 
 
 def _recover(srv, state, *names, env=None):
-    args = ["recover", "--method", "etcd", "--yes"]
+    args = ["recover", "--method", "etcd", "--yes", *_apiserver()]
     for n in names or NAMES:
         args += ["-w", n]
     return _cli(srv, state, *args, env=env)
@@ -78,7 +114,10 @@ def test_recover_backs_up_then_deletes_and_revert_restores_bytes(etcd_clean, tmp
     assert all(stat.S_IMODE(os.stat(os.path.join(run.backups, f)).st_mode) == 0o600 for f in files)
     assert open(os.path.join(run.backups, "s1.value"), "rb").read() == before[sources.etcd_key("validating", NAMES[0])]
     events = [e["event"] for e in run.events()]
-    assert events[:3] == ["run-started", "planned", "backing-up"] and events[-1] == "run-finished"
+    # issue 33: the /readyz wait after the change is journaled last, as its own `readiness` event (was: ends with
+    # run-finished)
+    assert events[:3] == ["run-started", "planned", "backing-up"] and events[-2:] == ["run-finished", "readiness"]
+    assert next(e for e in run.events() if e["event"] == "readiness")["ready"] is True
     assert os.path.exists(os.path.join(run.path, "report.md"))
     r = _cli(etcd_clean, tmp_path, "revert", "--yes")
     assert r.returncode == 0, r.stderr
@@ -126,7 +165,8 @@ def test_ambiguous_name_needs_a_kind(etcd_clean, tmp_path):
                             codec.encode_value(_obj("cert-manager-webhook", "MutatingWebhookConfiguration")))])
     p = _cli(etcd_clean, tmp_path, "recover", "--method", "etcd", "--yes", "-w", "cert-manager-webhook")
     assert p.returncode == 2 and b"names several" in p.stderr
-    p = _cli(etcd_clean, tmp_path, "recover", "--method", "etcd", "--yes", "-w", "cert-manager-webhook", "--kind", "mutating")
+    p = _cli(etcd_clean, tmp_path, "recover", "--method", "etcd", "--yes", "-w", "cert-manager-webhook", "--kind", "mutating",
+             *_apiserver())
     assert p.returncode == 0
     assert sources.etcd_key("validating", "cert-manager-webhook") in _snapshot(etcd_clean)
 
@@ -201,7 +241,8 @@ def test_tls_recover_and_revert(etcd_tls, tmp_path):
     before = _snapshot(etcd_tls)
     tls = ["--etcd-cacert", etcd_tls.cacert, "--etcd-cert", etcd_tls.cert, "--etcd-key", etcd_tls.key]
     env = {"BREAKGLASS_STATE_DIR": str(tmp_path)}
-    p = run_cli("recover", "--method", "etcd", "-w", NAMES[0], "--yes", "--etcd-endpoints", etcd_tls.endpoint, *tls, env=env)
+    p = run_cli("recover", "--method", "etcd", "-w", NAMES[0], "--yes", "--etcd-endpoints", etcd_tls.endpoint, *tls,
+                *_apiserver(), env=env)
     assert p.returncode == 0, p.stderr
     p = run_cli("revert", "--yes", "--etcd-endpoints", etcd_tls.endpoint, *tls, env=env)
     assert p.returncode == 0, p.stderr
@@ -212,7 +253,7 @@ def test_snapshot_is_saved_and_checksummed(etcd_clean, tmp_path):
     _seed(etcd_clean)
     snap = tmp_path / "etcd.db"
     p = _cli(etcd_clean, tmp_path, "recover", "--method", "etcd", "-w", NAMES[0], "--yes", "--snapshot", str(snap),
-             "-o", "json")
+             "-o", "json", *_apiserver())
     assert p.returncode == 0, p.stderr
     info = json.loads(p.stdout)["result"]["snapshot"]
     import hashlib

@@ -131,7 +131,7 @@ def walk(tmp_path_factory):
     env = {"BREAKGLASS_STATE_DIR": str(w / "state"), "KUBECONFIG": str(w / "kubeconfig"), "ETCDCTL_ENDPOINTS": ""}
     made = _cli(["recover", "--method", "talos", "--config-file", str(w / "changed.yaml"), "--yes", "-o", "json"],
                 env)
-    assert made.returncode == 0, made.stderr
+    assert made.returncode == 8, made.stderr  # a file edited here: edited, not applied
     run = json.loads(made.stdout)["result"]["run"]
     edited = (w / "changed.yaml").read_text().replace(
         "disable-admission-plugins: ValidatingAdmissionWebhook,MutatingAdmissionWebhook",

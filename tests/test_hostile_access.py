@@ -12,6 +12,10 @@ import subprocess
 import pytest
 
 from tests.conftest import run_cli
+# issue 33: the seeded webhooks' real backend (their caBundle trusts it) and an apiserver /readyz answering 200,
+# for the runs here that recover and revert: an etcd run's exit 0 is /readyz 200 and a re-armed backend that
+# answers the apiserver's call (tests/test_etcd_remedy.py)
+from tests.test_etcd_remedy import live  # noqa: F401 - the fixture
 
 
 # -- 3. option injection over SSH ---------------------------------------------------------------------
@@ -107,7 +111,7 @@ def test_every_remote_command_takes_its_path_after_double_dash(sshd, tmp_path):
 
 
 # -- 6. revert uses the run's --etcd-prefix ---------------------------------------------------------
-def _seed_k3s(srv, name="policy-a", prefix="/k3s"):
+def _seed_k3s(srv, name="policy-a", prefix="/k3s", port=9443):
     from breakglass.webhooks import codec, sources
     from tests import etcd_server as es
     from tests.test_etcd_remedy import _obj
@@ -117,7 +121,7 @@ def _seed_k3s(srv, name="policy-a", prefix="/k3s"):
     key = sources.etcd_key("validating", name, prefix)
     c = es.raw_client(srv)
     c.put(key, codec.encode_value(_obj(name)))
-    es.put_many(c, backend_seed.healthy(prefix=prefix))  # the webhook's backend is back for the revert
+    es.put_many(c, backend_seed.healthy(prefix=prefix, port=port))  # the webhook's backend is back for the revert
     c.close()
     return key
 
@@ -132,12 +136,14 @@ def _get(srv, key):
         c.close()
 
 
-def test_revert_uses_the_etcd_prefix_of_the_run(etcd_clean, tmp_path):
-    key = _seed_k3s(etcd_clean)
+def test_revert_uses_the_etcd_prefix_of_the_run(etcd_clean, tmp_path, live):
+    key = _seed_k3s(etcd_clean, port=live["port"])
     before = _get(etcd_clean, key)
     env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
     ep = ["--etcd-endpoints", etcd_clean.endpoint]
-    p = run_cli("recover", "--method", "etcd", "--etcd-prefix", "/k3s", "-w", "policy-a", "--yes", *ep, env=env)
+    api = ["--apiserver", live["apiserver"]]  # issue 33: else no apiserver is known for this etcd (exit 8)
+    p = run_cli("recover", "--method", "etcd", "--etcd-prefix", "/k3s", "-w", "policy-a", "--yes", *ep, *api,
+                env=env)
     assert p.returncode == 0, p.stderr
     assert _get(etcd_clean, key) is None
     # revert is given the endpoints again (as after a reboot), but not the prefix: the journal has it
@@ -145,8 +151,8 @@ def test_revert_uses_the_etcd_prefix_of_the_run(etcd_clean, tmp_path):
     assert r.returncode == 0, r.stderr
     assert _get(etcd_clean, key) == before
     # and without any etcd option, from the journal alone (endpoints and prefix)
-    key_b = _seed_k3s(etcd_clean, "policy-b")
-    assert run_cli("recover", "--method", "etcd", "--etcd-prefix", "/k3s/", "-w", "policy-b", "--yes", *ep,
+    key_b = _seed_k3s(etcd_clean, "policy-b", port=live["port"])
+    assert run_cli("recover", "--method", "etcd", "--etcd-prefix", "/k3s/", "-w", "policy-b", "--yes", *ep, *api,
                    env=env).returncode == 0
     assert _get(etcd_clean, key_b) is None
     r = run_cli("revert", "--yes", env=env)
@@ -154,16 +160,16 @@ def test_revert_uses_the_etcd_prefix_of_the_run(etcd_clean, tmp_path):
     assert _get(etcd_clean, key_b) is not None
 
 
-def test_revert_refuses_a_journaled_key_outside_the_runs_prefix(etcd_clean, tmp_path):
+def test_revert_refuses_a_journaled_key_outside_the_runs_prefix(etcd_clean, tmp_path, live):
     """A journal edited to name another key (or prefix) is refused in one line, never an unexpected error."""
     import glob
     import json
 
-    key = _seed_k3s(etcd_clean)
+    key = _seed_k3s(etcd_clean, port=live["port"])
     env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
     ep = ["--etcd-endpoints", etcd_clean.endpoint]
     assert run_cli("recover", "--method", "etcd", "--etcd-prefix", "/k3s", "-w", "policy-a", "--yes", *ep,
-                   env=env).returncode == 0
+                   "--apiserver", live["apiserver"], env=env).returncode == 0  # issue 33: its /readyz
     [jpath] = glob.glob(str(tmp_path / "state" / "runs" / "*" / "journal.jsonl"))
     original = open(jpath).read()
     for old, new in (('"etcd_prefix": "/k3s"', '"etcd_prefix": "k3s"'),
@@ -201,7 +207,7 @@ def etcd_auth(tmp_path_factory):
     srv.stop()
 
 
-def _put(srv, key, value):
+def _put(srv, key, value, port=9443):
     from breakglass.webhooks import codec
     from tests.test_etcd_remedy import _obj
 
@@ -209,7 +215,7 @@ def _put(srv, key, value):
 
     subprocess.run(srv.ctl + ["put", key], input=codec.encode_value(_obj(key.rsplit("/", 1)[1])),
                    capture_output=True, check=True, env=dict(os.environ, ETCDCTL_API="3"), timeout=30)
-    for k, v in backend_seed.healthy():  # the webhook's backend is back for the revert
+    for k, v in backend_seed.healthy(port=port):  # the webhook's backend is back for the revert
         subprocess.run(srv.ctl + ["put", k.decode()], input=v, capture_output=True, check=True,
                        env=dict(os.environ, ETCDCTL_API="3"), timeout=30)
 
@@ -252,14 +258,14 @@ def test_etcd_user_and_password_flags_env_and_refusals(etcd_auth, tmp_path):
     assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and b"ETCDCTL_PASSWORD" in p.stderr, p.stderr
 
 
-def test_recover_and_revert_with_auth_keep_the_password_out_of_the_run(etcd_auth, tmp_path):
+def test_recover_and_revert_with_auth_keep_the_password_out_of_the_run(etcd_auth, tmp_path, live):
     key = "/registry/validatingwebhookconfigurations/policy-auth2"
-    _put(etcd_auth, key, None)
+    _put(etcd_auth, key, None, port=live["port"])
     ep = ["--etcd-endpoints", etcd_auth.endpoint]
     state = tmp_path / "state"
     env = {"BREAKGLASS_STATE_DIR": str(state), **_no_etcdctl_env()}
     p = run_cli("recover", "--method", "etcd", "-w", "policy-auth2", "--yes", *ep, "--etcd-user", "root",
-                "--etcd-password", PASSWORD, "-v", env=env)
+                "--etcd-password", PASSWORD, "-v", "--apiserver", live["apiserver"], env=env)  # issue 33: /readyz
     assert p.returncode == 0, p.stderr
     assert not _exists(etcd_auth, key)
     assert PASSWORD not in (p.stdout + p.stderr).decode()
@@ -275,7 +281,7 @@ def test_recover_and_revert_with_auth_keep_the_password_out_of_the_run(etcd_auth
 
 
 # -- 5. runs through --etcd-via-ssh -------------------------------------------------------------------
-def _seed_tls(srv, names):
+def _seed_tls(srv, names, port=9443):
     from breakglass.webhooks import codec, sources
     from tests import etcd_server as es
     from tests.test_etcd_remedy import _obj
@@ -286,7 +292,7 @@ def _seed_tls(srv, names):
     c.delete_prefix(b"/")
     for n in names:
         c.put(sources.etcd_key("validating", n), codec.encode_value(_obj(n)))
-    es.put_many(c, backend_seed.healthy())  # the webhook's backend is back for the revert
+    es.put_many(c, backend_seed.healthy(port=port))  # the webhook's backend is back for the revert
     c.close()
 
 
@@ -307,13 +313,16 @@ def _via_ssh(sshd, srv):
             "--etcd-cert", srv.cert, "--etcd-key", srv.key, *_ssh(sshd)]
 
 
-def test_etcd_via_ssh_run_journals_the_route_and_reverts(sshd, etcd_tls, tmp_path):
+def test_etcd_via_ssh_run_journals_the_route_and_reverts(sshd, etcd_tls, tmp_path, live):
     import json
 
-    _seed_tls(etcd_tls, ["policy-a", "policy-b"])
+    _seed_tls(etcd_tls, ["policy-a", "policy-b"], port=live["port"])
     state = tmp_path / "state"
     env = {"BREAKGLASS_STATE_DIR": str(state)}
-    p = run_cli("recover", "--method", "etcd", "-w", "policy-a", "--yes", *_via_ssh(sshd, etcd_tls), env=env)
+    # issue 33: --apiserver, else the node's https://cp1:6443 (the SSH alias, no apiserver) is waited for until
+    # --wait-timeout, then exit 8
+    api = ["--apiserver", live["apiserver"]]
+    p = run_cli("recover", "--method", "etcd", "-w", "policy-a", "--yes", *_via_ssh(sshd, etcd_tls), *api, env=env)
     assert p.returncode == 0, p.stderr
     assert not _tls_present(etcd_tls, "policy-a")
     [journal] = state.glob("runs/*/journal.jsonl")
@@ -328,7 +337,7 @@ def test_etcd_via_ssh_run_journals_the_route_and_reverts(sshd, etcd_tls, tmp_pat
     assert r.returncode == 0, r.stderr
     assert _tls_present(etcd_tls, "policy-a")
     # etcd restore and revert take --etcd-via-ssh and the SSH options
-    p = run_cli("recover", "--method", "etcd", "-w", "policy-b", "--yes", *_via_ssh(sshd, etcd_tls), env=env)
+    p = run_cli("recover", "--method", "etcd", "-w", "policy-b", "--yes", *_via_ssh(sshd, etcd_tls), *api, env=env)
     assert p.returncode == 0, p.stderr
     run = sorted(state.glob("runs/*"))[-1].name
     r = run_cli("etcd", "restore", run, "--yes", *_via_ssh(sshd, etcd_tls), env=env)

@@ -12,6 +12,7 @@ import pytest
 
 from breakglass.core import textfile
 from tests.conftest import ROOT, run_cli
+from tests.test_etcd_remedy import live  # noqa: F401 - the fixture (issue 33: a real backend, a /readyz)
 
 GENERATED = os.path.join(ROOT, "tests", "talos", "generated", "v1.14.1", "controlplane.yaml")
 
@@ -40,7 +41,7 @@ def test_the_config_file_is_written_through_no_planted_link_and_keeps_its_mode(t
     decoy.write_text("mine\n")
     (d / ".cp.yaml.breakglass.tmp").symlink_to(decoy)  # the old, predictable temp name
     p = _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 8, p.stderr  # issue 33: edited, not applied (exit 8)
     assert decoy.read_text() == "mine\n"  # nothing written through the link
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o640 and not os.path.islink(path)
     leftovers = [n for n in os.listdir(d) if n.startswith(".") and n != ".cp.yaml.breakglass.tmp"]
@@ -87,10 +88,12 @@ def test_a_relative_config_file_is_journaled_absolute_and_reverts_from_anywhere(
     d, path = _cfg(tmp_path)
     before = path.read_bytes()
     p = _cli(tmp_path, "recover", "--method", "talos", "--config-file", "cp.yaml", "--yes", cwd=str(d))
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 8, p.stderr  # issue 33: edited, not applied (exit 8)
     assert path.read_bytes() != before
-    p = _cli(tmp_path, "revert", "--yes", cwd=str(tmp_path))  # another directory
-    assert p.returncode == 0, p.stderr
+    # issue 33: a flag way's revert with nothing to read the cluster's webhooks through is refused without
+    # --re-arm, and with it re-arms unseen: exit 8 (backends not checked)
+    p = _cli(tmp_path, "revert", "--yes", "--re-arm", cwd=str(tmp_path))  # another directory
+    assert p.returncode == 8, p.stderr
     assert path.read_bytes() == before
 
 
@@ -102,7 +105,8 @@ def _run_dir(tmp_path) -> str:
 
 def test_an_edited_journal_cannot_make_revert_write_other_keys(tmp_path):
     d, path = _cfg(tmp_path)
-    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 0
+    # issue 33: a file way ends edited-not-applied, exit 8
+    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 8
     run = _run_dir(tmp_path)
     journal = os.path.join(run, "journal.jsonl")
     lines = open(journal).read().splitlines()
@@ -122,12 +126,13 @@ def test_an_edited_journal_cannot_make_revert_write_other_keys(tmp_path):
 
 def test_a_planted_report_tmp_link_is_not_written_through(tmp_path):
     d, path = _cfg(tmp_path)
-    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 0
+    # issue 33: a file way ends edited-not-applied, exit 8
+    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 8
     run = _run_dir(tmp_path)
     victim = tmp_path / "victim"
     victim.write_text("keep\n")
     os.symlink(victim, os.path.join(run, "report.md.tmp"))
-    assert _cli(tmp_path, "revert", "--yes").returncode == 0
+    assert _cli(tmp_path, "revert", "--yes", "--re-arm").returncode == 8  # issue 33: re-armed unseen
     assert victim.read_text() == "keep\n"
     assert not os.path.islink(os.path.join(run, "report.md"))
 
@@ -193,18 +198,20 @@ def test_a_full_disk_after_the_change_still_names_the_run_and_the_way_back(tmp_p
 
 
 @pytest.mark.parametrize("sig", ["term", "hup"])
-def test_sigterm_and_sighup_during_apply_are_an_interrupt_not_a_torn_run(etcd_clean, tmp_path, sig):
+def test_sigterm_and_sighup_during_apply_are_an_interrupt_not_a_torn_run(etcd_clean, tmp_path, sig, live):
     from breakglass.core import journal
     from breakglass.webhooks import codec, sources
     from tests import etcd_server as es
-    from tests.test_codec import KYVERNO
+    from tests.test_etcd_remedy import KYVERNO  # its caBundle trusts the live backend
 
     from tests import backend_seed
 
     c = es.raw_client(etcd_clean)
     key = sources.etcd_key("validating", KYVERNO["metadata"]["name"])
     c.put(key, codec.encode_value(KYVERNO))
-    es.put_many(c, backend_seed.healthy())  # the webhook's backend is back by the time of the revert
+    # the webhook's backend is back by the time of the revert: issue 33, a real one that answers the call (an
+    # endpoint nothing listens on is "not called from here", a revert that exits 8)
+    es.put_many(c, backend_seed.healthy(port=live["port"]))
     value = c.get(key)[0]
     c.close()
     env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state"), "BREAKGLASS_FAULT_INJECT": f"applied:{sig}"}
@@ -275,8 +282,9 @@ def test_a_snapshot_that_cannot_be_taken_leaves_no_orphan_run(etcd_clean, tmp_pa
 def test_reverting_twice_is_harmless_and_says_so(tmp_path):
     d, path = _cfg(tmp_path)
     before = path.read_bytes()
-    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 0
-    assert _cli(tmp_path, "revert", "--yes").returncode == 0
+    # issue 33: a file way ends edited-not-applied, exit 8
+    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 8
+    assert _cli(tmp_path, "revert", "--yes", "--re-arm").returncode == 8  # issue 33: re-armed unseen
     again = _cli(tmp_path, "revert", "--yes")
     assert again.returncode == 0 and b"nothing left to revert" in again.stdout, again.stderr
     assert path.read_bytes() == before
@@ -284,9 +292,11 @@ def test_reverting_twice_is_harmless_and_says_so(tmp_path):
 
 def test_a_real_revert_never_says_dry_run(tmp_path):
     d, path = _cfg(tmp_path)
-    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 0
-    p = _cli(tmp_path, "revert", "--yes")
-    assert p.returncode == 0 and b"dry run" not in p.stdout and b"plan (nothing changed yet)" in p.stdout
+    # issue 33: a file way ends edited-not-applied, exit 8
+    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 8
+    p = _cli(tmp_path, "revert", "--yes", "--re-arm")
+    # issue 33: re-armed unseen (nothing to read the cluster's webhooks through): exit 8, was 0
+    assert p.returncode == 8 and b"dry run" not in p.stdout and b"plan (nothing changed yet)" in p.stdout
     lines = p.stdout.decode().strip().splitlines()
     result = max(i for i, x in enumerate(lines) if x.startswith("revert of run "))
     assert result > lines.index(next(x for x in lines if x.startswith("plan (nothing changed yet)")))
@@ -296,8 +306,9 @@ def test_a_real_revert_never_says_dry_run(tmp_path):
 
 def test_a_reverted_runs_report_says_so_and_offers_no_undo(tmp_path):
     d, path = _cfg(tmp_path)
-    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 0
-    assert _cli(tmp_path, "revert", "--yes").returncode == 0
+    # issue 33: a file way ends edited-not-applied, exit 8
+    assert _cli(tmp_path, "recover", "--method", "talos", "--config-file", str(path), "--yes").returncode == 8
+    assert _cli(tmp_path, "revert", "--yes", "--re-arm").returncode == 8  # issue 33: re-armed unseen
     report = open(os.path.join(_run_dir(tmp_path), "report.md")).read()
     assert "To undo" not in report and "Reverted: nothing of this run is left" in report
     assert "- revert: restored" in report and "reverting" not in report.split("## Timeline")[0]

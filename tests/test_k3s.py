@@ -412,6 +412,7 @@ def k3s_node(tmp_path, standin_sshd):
         return etc
 
     make.sandbox = d
+    make.kubeconfig = sb.apiserver["kubeconfig"]
     yield make
     sandbox.down(d)
 
@@ -456,7 +457,9 @@ def test_k3s_real_apiserver_dropin_restart_ready_and_revert(k3s_node, standin_ss
     assert stuck.reachable and stuck.ready is False, stuck
     assert "poststarthook/start-kubernetes-service-cidr-controller" in stuck.failing, stuck
     ssh = ["--ssh-config", standin_sshd.ssh_config, "--known-hosts", standin_sshd.known_hosts]
-    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
+    # no kubeconfig of this machine's is read (a $KUBECONFIG that names nothing): the revert's guard finds only what
+    # the test gives it (issue 33)
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state"), "KUBECONFIG": str(tmp_path / "no-kubeconfig")}
     p = run_cli("recover", "--method", "k3s", "--ssh", "cp1", *ssh, "--config-path", str(etc / "config.yaml"),
                 "--node-backup-dir", str(tmp_path / "node-backup"), "--verify-timeout", "90", "--wait-timeout",
                 "120", "--yes", "-o", "json", env=env, timeout=400)
@@ -469,7 +472,17 @@ def test_k3s_real_apiserver_dropin_restart_ready_and_revert(k3s_node, standin_ss
     assert _ready(k3s_node.sandbox)["ready"]  # the real apiserver got past the webhook
     argv_now = _wait_argv(k3s_node.sandbox, lambda a: True)
     assert "--event-ttl=2h" in argv_now and "--audit-log-maxage=30" in argv_now  # the user's flags kept
+    # issue 33: re-enabling the plugins re-arms the seed's webhook: with nothing to read the cluster through it is
+    # refused (a blind re-arm), and through the sandbox's kubeconfig while the backend is down; with the backend
+    # running it reverts, exit 0 (the canary through the apiserver passed)
     r = run_cli("revert", "--yes", *ssh, "-o", "json", env=env, timeout=300)
+    assert r.returncode == 4 and b"unseen" in r.stderr, r.stderr
+    kube = ["--kubeconfig", k3s_node.kubeconfig]
+    r = run_cli("revert", "--yes", *ssh, *kube, "-o", "json", env=env, timeout=300)
+    assert r.returncode == 4 and b"backend is not ready" in r.stderr, r.stderr
+    from breakglass import sandbox
+    assert sandbox.backend(k3s_node.sandbox, True)["running"]
+    r = run_cli("revert", "--yes", *ssh, *kube, "-o", "json", env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     [o] = json.loads(r.stdout)["result"]["outcomes"]
     assert o["outcome"] == RESTORED and "k3s restarted" in o["detail"]
@@ -511,15 +524,20 @@ def test_config_file_mode_through_the_cli_makes_and_removes_the_dropin_directory
     cfg.parent.mkdir()
     original = fixture("rke2-hardened.yaml").replace("\n", "\r\n").encode()
     cfg.write_bytes(original)
-    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state"), "KUBECONFIG": str(tmp_path / "no-kubeconfig")}
     p = run_cli("recover", "--method", "rke2", "--config-file", str(cfg), "--dry-run", env=env)
     assert p.returncode == 0 and b'+kube-apiserver-arg+:' in p.stdout and b"my-shared-secret" not in p.stdout
     assert not (tmp_path / "repo" / "config.yaml.d").exists()
     p = run_cli("recover", "--method", "rke2", "--config-file", str(cfg), "--yes", env=env)
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 8, p.stderr  # edited, not applied: no server has it
     assert (tmp_path / "repo" / "config.yaml.d" / "99-breakglass.yaml").exists()
     assert b"enable-admission-plugins=NodeRestriction\"" in cfg.read_bytes()
-    assert run_cli("revert", "--yes", env=env).returncode == 0
+    # issue 33: no apiserver to read the cluster's webhooks through: a blind re-arm, refused (exit 4); --re-arm
+    # reverts, not verified (exit 8)
+    r = run_cli("revert", "--yes", env=env)
+    assert r.returncode == 4 and b"unseen" in r.stderr, r.stderr
+    assert (tmp_path / "repo" / "config.yaml.d" / "99-breakglass.yaml").exists()
+    assert run_cli("revert", "--yes", "--re-arm", env=env).returncode == 8
     assert cfg.read_bytes() == original and os.listdir(tmp_path / "repo") == ["config.yaml"]
     assert run_cli("revert", "--yes", env=env).returncode == 0  # twice: nothing left, harmless
     p = run_cli("recover", "--method", "k3s", env=env)

@@ -49,7 +49,7 @@ def test_k3s_recover_and_revert_print_and_journal_no_secret(tmp_path):
     cfg = tmp_path / "repo" / "config.yaml"
     cfg.parent.mkdir()
     cfg.write_text(K3S_CONFIG)
-    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state"), "KUBECONFIG": str(tmp_path / "no-kubeconfig")}
     args = ["recover", "--method", "k3s", "--config-file", str(cfg)]
     for extra in (["--dry-run", "-o", "json"], ["--dry-run"]):
         p = run_cli(*args, *extra, env=env)
@@ -57,7 +57,7 @@ def test_k3s_recover_and_revert_print_and_journal_no_secret(tmp_path):
         assert _leaks(K3S_SECRETS, p.stdout, p.stderr) == []
         assert b"enable-admission-plugins=NodeRestriction" in p.stdout  # the admission line is shown
     p = run_cli(*args, "--yes", "-o", "json", env=env)
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 8, p.stderr  # edited, not applied
     assert _leaks(K3S_SECRETS, p.stdout, p.stderr) == []
     [step] = json.loads(p.stdout)["result"]["steps"]
     assert "-  - enable-admission-plugins=NodeRestriction,ValidatingAdmissionWebhook\n" in step["diff"]
@@ -80,8 +80,14 @@ def test_k3s_recover_and_revert_print_and_journal_no_secret(tmp_path):
     # put back as written: revert restores the original bytes from the backup
     cfg.write_text(changed.replace("K10rotated-token-4242", K3S_SECRETS[0]).replace(
         "enable-admission-plugins=PodNodeSelector\n", "enable-admission-plugins=NodeRestriction\n"))
+    # issue 33: no apiserver to read the cluster's webhooks through: the blind re-arm is refused (exit 4), and
+    # --re-arm reverts, not verified (exit 8); neither says a secret
     p = run_cli("revert", "--yes", env=env)
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 4 and b"unseen" in p.stderr, p.stderr
+    assert _leaks(K3S_SECRETS, p.stdout, p.stderr) == []
+    p = run_cli("revert", "--yes", "--re-arm", env=env)
+    assert p.returncode == 8, p.stderr
+    assert _leaks(K3S_SECRETS, p.stdout, p.stderr) == []
     assert cfg.read_text() == K3S_CONFIG
 
 
@@ -127,7 +133,7 @@ def test_talos_recover_and_revert_print_and_journal_no_secret(tmp_path):
     args = ["recover", "--method", "talos", "--config-file", str(cfg)]
     for extra in (["--dry-run", "-o", "json"], ["--dry-run"], ["--yes", "-o", "json"]):
         p = run_cli(*args, *extra, env=env)
-        assert p.returncode == 0, p.stderr
+        assert p.returncode == (8 if "--yes" in extra else 0), p.stderr  # --yes: edited, not applied
         assert _leaks(TALOS_SECRETS, p.stdout, p.stderr) == []
     assert _journal_leaks(TALOS_SECRETS, tmp_path / "state") == []
     # changed since (its secret rotated, our key changed): the dry run's and the conflict's diffs hold no secret

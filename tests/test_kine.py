@@ -23,6 +23,7 @@ import pytest
 
 from breakglass.core import journal
 from breakglass.sandbox import apiserver as launcher, free_port, pki as pkimod, wait_listening
+from tests import webhook_backends as wb
 from tests.conftest import ROOT, run_cli
 from tests.real_control_plane import binary_for, built, require, stop_group
 
@@ -189,12 +190,14 @@ def stack(short_dir):
         thing.stop()
 
 
-def _webhook(dead_port: int) -> dict:
-    """A fail-closed webhook on configmap creates in NS whose backend is down: the deadlock in miniature."""
+def _webhook(dead_port: int, ca_bundle: str | None = None) -> dict:
+    """A fail-closed webhook on configmap creates in NS whose backend is down: the deadlock in miniature
+    (``ca_bundle``: the CA its backend's certificate is to be verified against, when one is started)."""
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
             "metadata": {"name": NAME, "labels": {"webhook.kyverno.io/managed-by": "kyverno"}},
             "webhooks": [{"name": "validate.kyverno.svc-fail",
-                          "clientConfig": {"url": f"https://127.0.0.1:{dead_port}/validate/fail"},
+                          "clientConfig": {"url": f"https://127.0.0.1:{dead_port}/validate/fail",
+                                           **({"caBundle": ca_bundle} if ca_bundle else {})},
                           "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
                                      "resources": ["configmaps"]}],
                           "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 5,
@@ -226,9 +229,9 @@ def _admitted(api) -> bool:
     return _configmap_create(api)[0] == 201
 
 
-def _seed_through_the_api(api: ApiserverOnKine) -> dict:
+def _seed_through_the_api(api: ApiserverOnKine, ca_bundle: str | None = None) -> dict:
     api.client.must("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
-    created = api.client.must("POST", VWC_PATH, _webhook(free_port()))
+    created = api.client.must("POST", VWC_PATH, _webhook(free_port(), ca_bundle))
     _eventually(lambda: _blocked(api), "the apiserver enforces the new webhook")
     return created
 
@@ -249,32 +252,39 @@ def _one_line_error(p) -> str:
 def test_recover_through_kine_deletes_backed_up_the_apiserver_drops_it_live_and_revert_is_byte_identical(
         stack, tmp_path):
     kine, api = stack(unix=True)
-    created = _seed_through_the_api(api)
+    ca = wb.Ca()  # issue 33: the webhook trusts it, so a real backend can be started for the revert (below)
+    created = _seed_through_the_api(api, ca.bundle)
     key = f"/registry/validatingwebhookconfigurations/{NAME}".encode()  # k3s' prefix: kube-apiserver's default
     before = kine.get(key)
     assert before and before[0].startswith(b"k8s\x00")  # stored by the apiserver, as protobuf (the default)
     apiserver_pid = api.proc.pid
     state = str(tmp_path / "state")
 
-    p = _cli(state, kine.endpoint, "recover", "--method", "etcd", "-w", NAME, "--yes", "-o", "json")
+    # issue 33: --apiserver, the apiserver on this kine (else none is known for it: exit 8); exit 0 is its /readyz
+    p = _cli(state, kine.endpoint, "recover", "--method", "etcd", "-w", NAME, "--yes", "-o", "json",
+             "--apiserver", api.url)
     assert p.returncode == 0, p.stderr.decode() + p.stdout.decode()
+    assert json.loads(p.stdout)["result"]["ready_check"]["ready"] is True, p.stdout.decode()
     assert kine.get(key) is None
     [run] = journal.list_runs(state)
     with open(os.path.join(run.backups, "s1.value"), "rb") as f:
         assert f.read() == before[0]  # the backup is the exact bytes kine held
-    assert [e["event"] for e in run.events()][-1] == "run-finished"
+    # issue 33: the /readyz wait is journaled after the steps, as its own event (was: ends with run-finished)
+    assert [e["event"] for e in run.events()][-2:] == ["run-finished", "readiness"]
     # the running apiserver saw the delete through kine's watch: no restart, the webhook is gone
     _eventually(lambda: api.client.call("GET", f"{VWC_PATH}/{NAME}")[0] == 404, "GET says 404")
     _eventually(lambda: _admitted(api), "a configmap create is admitted again")
     assert api.proc.poll() is None and api.proc.pid == apiserver_pid
 
-    import socket
-
     port = int(created["webhooks"][0]["clientConfig"]["url"].split(":")[2].split("/")[0])
-    with socket.socket() as backend:  # the webhook's backend is back (it accepts): the revert may re-arm it
-        backend.bind(("127.0.0.1", port))
-        backend.listen(8)
+    # the webhook's backend is back: the revert may re-arm it. Issue 33: a real one that answers the apiserver's
+    # call (TLS against the caBundle, an AdmissionReview), where a bare TCP listener used to count as "back"
+    crt, crt_key = ca.issue(str(tmp_path / "backend"), "hook", ips=("127.0.0.1",))
+    backend = wb.RealBackend(crt, crt_key, str(tmp_path / "backend.log"), port=port)
+    try:
         r = _cli(state, kine.endpoint, "revert", "--yes", "-o", "json")
+    finally:
+        backend.stop()  # gone again: the restored webhook blocks, below
     assert r.returncode == 0, r.stderr.decode() + r.stdout.decode()
     after = kine.get(key)
     assert after is not None and after[0] == before[0]  # byte for byte, read back through kine
@@ -305,7 +315,7 @@ def test_a_non_default_etcd_prefix_over_tcp_and_a_recreated_configuration_on_rev
     assert kine.get(key) == before
 
     p = _cli(state, kine.endpoint, "recover", "--method", "etcd", "-w", NAME, "--etcd-prefix", prefix, "--yes",
-             "-o", "json")
+             "-o", "json", "--apiserver", api.url)  # issue 33: the apiserver on this kine, whose /readyz is waited for
     assert p.returncode == 0, p.stderr.decode() + p.stdout.decode()
     assert kine.get(key) is None
     _eventually(lambda: api.client.call("GET", f"{VWC_PATH}/{NAME}")[0] == 404, "GET says 404")
@@ -322,7 +332,8 @@ def test_a_non_default_etcd_prefix_over_tcp_and_a_recreated_configuration_on_rev
     assert r.returncode == 4 and b"recreated" in r.stdout + r.stderr, r.stderr.decode() + r.stdout.decode()
     assert kine.get(key) == now
     r = _cli(state, kine.endpoint, "revert", "--yes", "--force")
-    assert r.returncode == 0, r.stderr.decode() + r.stdout.decode()
+    # issue 33: --force also re-arms over the webhook's backend, which is down: reverted, not verified (was 0)
+    assert r.returncode == 8 and b"not verified:" in r.stdout, r.stderr.decode() + r.stdout.decode()
     assert kine.get(key)[0] == before[0]
     _eventually(lambda: api.client.call("GET", f"{VWC_PATH}/{NAME}")[1].get("webhooks", [{}])[0].get(
         "failurePolicy") == "Fail", "the apiserver serves the restored configuration")

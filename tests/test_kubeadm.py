@@ -32,7 +32,7 @@ def node(tmp_path, sshd):
     sb = sandbox.up(d, apiserver=binary)
     path = Path(sb.apiserver["manifest"])
     yield {"path": path, "dir": path.parent, "backup": tmp_path / "node-backup", "state": tmp_path / "state",
-           "original": path.read_bytes(), "sandbox": d}
+           "original": path.read_bytes(), "sandbox": d, "url": sb.apiserver["url"]}
     sandbox.down(d)
 
 
@@ -45,6 +45,13 @@ def _readyz(node) -> dict:
         if st["ready"] or time.monotonic() > deadline:
             return st
         time.sleep(0.5)
+
+
+def _backend(node):
+    """The sandbox's webhook backend, running: what a revert that re-arms its webhook needs (issue 33)."""
+    from breakglass import sandbox
+
+    assert sandbox.backend(node["sandbox"], True)["running"]
 
 
 def _ssh_args(sshd, node):
@@ -63,8 +70,9 @@ def _only_dot_files_besides_the_manifest(mdir):
 def test_recover_over_ssh_edits_atomically_verifies_and_reverts(sshd, node):
     original = node["original"]
     st = os.stat(node["path"])
-    p = _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--verify-timeout", "20",
-             *_ssh_args(sshd, node))
+    # issue 33: exit 0 only with /readyz seen 200: the sandbox's apiserver is named (--no-wait would be exit 8)
+    p = _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--apiserver", node["url"],
+             "--verify-timeout", "20", *_ssh_args(sshd, node))
     assert p.returncode == 0, p.stderr
     new = node["path"].read_text()
     assert f"    - --disable-admission-plugins={VWH},{MWH}\n" in new
@@ -78,6 +86,12 @@ def test_recover_over_ssh_edits_atomically_verifies_and_reverts(sshd, node):
     [copy] = os.listdir(node["backup"])  # the node keeps its own copy, outside the manifests directory
     assert open(node["backup"] / copy, "rb").read() == original
     assert stat.S_IMODE(os.stat(node["backup"] / copy).st_mode) == 0o600
+    # issue 33: the revert re-arms the seed's fail-closed webhook: refused while its backend is down (read through
+    # the sandbox's kubeconfig), done and verified by the canary once it runs
+    r = _cli(node, "revert", "--yes", "--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts)
+    assert r.returncode == 4, r.stderr
+    assert node["path"].read_text() == new
+    _backend(node)
     r = _cli(node, "revert", "--yes", "--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts)
     assert r.returncode == 0, r.stderr
     assert node["path"].read_bytes() == original
@@ -90,9 +104,10 @@ def test_overlap_with_enable_list_is_resolved(sshd, node):
     node["path"].write_text(text)
     p = _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--verify-timeout", "0",
              "--plugins", VWH, *_ssh_args(sshd, node))
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 8, p.stderr  # issue 33: --no-wait: applied, not verified
     new = node["path"].read_text()
     assert "--enable-admission-plugins=NodeRestriction\n" in new and f"--disable-admission-plugins={VWH}\n" in new
+    _backend(node)  # issue 33: the revert re-arms the seed's webhook: its backend must answer
     assert _cli(node, "revert", "--yes", "--ssh-config", sshd.ssh_config,
                 "--known-hosts", sshd.known_hosts).returncode == 0
     assert node["path"].read_text() == text
@@ -100,7 +115,7 @@ def test_overlap_with_enable_list_is_resolved(sshd, node):
 
 def test_revert_refuses_a_manifest_changed_since(sshd, node):
     assert _cli(node, "recover", "--method", "kubeadm", "--ssh", "cp1", "--yes", "--no-wait", "--verify-timeout", "0",
-                *_ssh_args(sshd, node)).returncode == 0
+                *_ssh_args(sshd, node)).returncode == 8  # issue 33: --no-wait: applied, not verified
     node["path"].write_text(node["path"].read_text().replace("--allow-privileged=true", "--allow-privileged=false"))
     r = _cli(node, "revert", "--yes", "--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts)
     assert r.returncode == 4 and b"--allow-privileged=false" in r.stdout
@@ -169,15 +184,27 @@ def test_dropped_connection_between_temp_write_and_rename(sshd, node):
     assert node["path"].read_bytes() == original
 
 
+def _no_cluster(tmp_path) -> dict:
+    """No kubeconfig anywhere (no $KUBECONFIG, an empty home): a revert here has nothing to read the cluster
+    through (issue 33)."""
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return {"BREAKGLASS_STATE_DIR": str(tmp_path / "state"), "KUBECONFIG": "", "HOME": str(tmp_path / "home")}
+
+
 def test_local_manifest(tmp_path):
     path = tmp_path / "kube-apiserver.yaml"
     shutil.copy(MANIFEST, path)
-    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
+    env = _no_cluster(tmp_path)
     p = run_cli("recover", "--method", "kubeadm", "--manifest", str(path), "--yes", "--no-wait",
                 "--verify-timeout", "0", env=env)
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 8, p.stderr  # issue 33: --no-wait: applied, not verified
     assert f"--disable-admission-plugins={VWH},{MWH}" in path.read_text()
-    assert run_cli("revert", "--yes", env=env).returncode == 0
+    # issue 33: re-enabling the plugins with no apiserver to read the webhooks through is a blind re-arm: refused,
+    # exit 4; --re-arm reverts, exit 8 (its backends not checked)
+    r = run_cli("revert", "--yes", env=env)
+    assert r.returncode == 4 and b"unseen" in r.stderr, r.stderr
+    assert f"--disable-admission-plugins={VWH},{MWH}" in path.read_text()
+    assert run_cli("revert", "--yes", "--re-arm", env=env).returncode == 8
     assert path.read_bytes() == open(MANIFEST, "rb").read()
 
 
@@ -246,9 +273,10 @@ def test_non_root_user_through_sudo(sshd, node, sudo_users):
     assert p.returncode == 5 and b"sudo wants a password" in p.stderr
     assert node["path"].read_bytes() == node["original"]
     p = _cli(node, *base, "--ssh-user", "bgsudo")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 8, p.stderr  # issue 33: --no-wait: applied, not verified
     assert f"--disable-admission-plugins={VWH},{MWH}" in node["path"].read_text()
     assert os.stat(node["path"]).st_uid == 0  # written by root through sudo, owner kept
+    _backend(node)  # issue 33: the revert re-arms the seed's webhook: its backend must answer
     r = _cli(node, "revert", "--yes", "--ssh-user", "bgsudo", "--ssh-config", sshd.ssh_config,
              "--known-hosts", sshd.known_hosts)
     assert r.returncode == 0, r.stderr
@@ -267,11 +295,16 @@ def test_a_kubelet_that_never_restarts_the_apiserver_is_applied_not_verified(tmp
     says so, and the exit code is not success's."""
     path = tmp_path / "kube-apiserver.yaml"
     shutil.copy(MANIFEST, path)
+    # issue 33: the manifest's --secure-port (10.0.0.2:6443) is watched by default: --wait-timeout bounds it
+    env = _no_cluster(tmp_path)
     p = run_cli("recover", "--method", "kubeadm", "--manifest", str(path), "--verify-timeout", "1", "--yes",
-                "-o", "json", env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")})
+                "--wait-timeout", "1", "-o", "json", env=env)
     assert p.returncode == 8, p.stderr
     res = json.loads(p.stdout)["result"]
     assert res["status"] == "applied-unverified" and res["steps"][0]["status"] == "unverified"
     assert "applied, not verified" in res["steps"][0]["verify"] and "verified (" not in p.stdout.decode()
-    assert run_cli("revert", "--yes", env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}).returncode == 0
+    # issue 33: nothing to read the cluster's webhooks through: the blind re-arm is refused without --re-arm,
+    # and one with it is not verified
+    assert run_cli("revert", "--yes", env=env).returncode == 4
+    assert run_cli("revert", "--yes", "--re-arm", env=env).returncode == 8
     assert path.read_bytes() == open(MANIFEST, "rb").read()

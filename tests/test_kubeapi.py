@@ -64,10 +64,19 @@ class Cluster:
         return codec.decode_value(value).obj if value is not None else None
 
     def ready_endpoints(self, ready: int = 1, not_ready: int = 0) -> None:
+        """The webhook's backend back as far as this machine can tell: its Service (headless: a cluster IP would be
+        an IPAddress object, which the fixture's Kyverno webhook may intercept) and ready Endpoints. The apiserver
+        refuses loopback endpoints, so they are multicast addresses, which it accepts and the kernel refuses to
+        connect to (nothing is sent): ready endpoints the revert guard cannot call from here, as a pod's address
+        seen from outside the cluster."""
+        self.admin.must("POST", f"/api/v1/namespaces/{SCRATCH_NS}/services",
+                        {"metadata": {"name": "kyverno-svc"},
+                         "spec": {"clusterIP": "None", "ports": [{"name": "https", "port": 443, "targetPort": 9443}]}},
+                        ok=(201, 409))
         self.admin.must("POST", f"/api/v1/namespaces/{SCRATCH_NS}/endpoints", {
             "metadata": {"name": "kyverno-svc"},
-            "subsets": [{"addresses": [{"ip": f"10.0.0.{9 + i}"} for i in range(ready)],
-                         "notReadyAddresses": [{"ip": f"10.0.1.{9 + i}"} for i in range(not_ready)],
+            "subsets": [{"addresses": [{"ip": f"239.255.0.{9 + i}"} for i in range(ready)],
+                         "notReadyAddresses": [{"ip": f"239.255.1.{9 + i}"} for i in range(not_ready)],
                          "ports": [{"name": "https", "port": 9443}]}]})
 
     def cli(self, *args, kubeconfig: str | None = None):
@@ -82,7 +91,9 @@ def api(kube, tmp_path):
     c.binding = c.create("vapbinding", {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": BINDING}, "spec": {"policyName": "require-owner", "validationActions": ["Deny"]}})
-    return c
+    yield c
+    # ready_endpoints' Service (kube's reset removes the Endpoints): the next test starts with no such Service
+    c.admin.must("DELETE", f"/api/v1/namespaces/{SCRATCH_NS}/services/kyverno-svc", ok=(200, 202, 404))
 
 
 def _audited(api, since, verb=None, name=NAME):
@@ -92,7 +103,8 @@ def _audited(api, since, verb=None, name=NAME):
 
 def test_ignore_then_revert_through_the_api(api):
     mark = api.real.audit_mark()
-    p = api.cli("recover", "--method", "kubeapi", "-w", NAME, "--action", "ignore", "--yes", "--no-wait")
+    # issue 33: waits for the real apiserver's /readyz (it was --no-wait, now exit 8): exit 0 is its 200
+    p = api.cli("recover", "--method", "kubeapi", "-w", NAME, "--action", "ignore", "--yes")
     assert p.returncode == 0, p.stderr
     stored = api.etcd_obj()
     assert stored["webhooks"][0]["failurePolicy"] == "Ignore"
@@ -109,28 +121,33 @@ def test_ignore_then_revert_through_the_api(api):
     assert runs[-1]["status"] == "applied"
     api.ready_endpoints()
     r = api.cli("revert", "--yes")
-    assert r.returncode == 0, r.stderr
+    # issue 33: reverted, but ready_endpoints' endpoints cannot be called from here: the re-armed webhook's backend is
+    # unchecked, exit 8 (was 0)
+    assert r.returncode == 8 and b"not called from here" in r.stdout, (r.stdout, r.stderr)
     assert api.etcd_obj()["webhooks"] == api.kyverno["webhooks"]  # exactly as stored, defaults included
 
 
 def test_exclude_adds_the_audit_match_conditions_and_revert_removes_them(api):
-    p = api.cli("recover", "--method", "kubeapi", "-w", f"validating/{NAME}", "--action", "exclude", "--yes",
-                "--no-wait")
+    # issue 33: waits for the real apiserver's /readyz (it was --no-wait, now exit 8): exit 0 is its 200
+    p = api.cli("recover", "--method", "kubeapi", "-w", f"validating/{NAME}", "--action", "exclude", "--yes")
     assert p.returncode == 0, p.stderr  # the apiserver compiled the CEL expressions and accepted them
     names = [c["name"] for c in api.etcd_obj()["webhooks"][0]["matchConditions"]]
     assert names == ["skip", "breakglass-skip-apiserver-self", "breakglass-skip-bootstrap-kinds"]
     api.ready_endpoints()
-    assert api.cli("revert", "--yes").returncode == 0
+    assert api.cli("revert", "--yes").returncode == 8  # issue 33: backend unchecked (not called from here), was 0
     assert api.etcd_obj()["webhooks"] == api.kyverno["webhooks"]
 
 
 def test_delete_and_recreate_from_backup(api):
-    p = api.cli("recover", "--method", "kubeapi", "-w", NAME, "--action", "delete", "--yes", "--no-wait")
+    # issue 33: waits for the real apiserver's /readyz (it was --no-wait, now exit 8): exit 0 is its 200
+    p = api.cli("recover", "--method", "kubeapi", "-w", NAME, "--action", "delete", "--yes")
     assert p.returncode == 0, p.stderr
     assert api.etcd_obj() is None and api.get("validating", NAME) is None
     api.ready_endpoints()
     r = api.cli("revert", "--yes")
-    assert r.returncode == 0, r.stderr  # the apiserver refuses a create carrying a resourceVersion (400)
+    # issue 33: re-created (the apiserver refuses a create carrying a resourceVersion, 400: that would be exit 1),
+    # but the re-armed webhook's backend cannot be called from here: unchecked, exit 8 (was 0)
+    assert r.returncode == 8 and b"not called from here" in r.stdout, (r.stdout, r.stderr)
     back = api.etcd_obj()
     assert back["webhooks"] == api.kyverno["webhooks"] and back["metadata"]["labels"] == KYVERNO["metadata"]["labels"]
     assert back["metadata"]["uid"] != api.kyverno["metadata"]["uid"] and back["metadata"]["generation"] == 1
@@ -139,8 +156,8 @@ def test_delete_and_recreate_from_backup(api):
 
 
 def test_recreated_by_an_operator_is_reported_not_overwritten(api):
-    assert api.cli("recover", "--method", "kubeapi", "-w", NAME, "--action", "delete", "--yes",
-                   "--no-wait").returncode == 0
+    # issue 33: waits for the real apiserver's /readyz (it was --no-wait, now exit 8): exit 0 is its 200
+    assert api.cli("recover", "--method", "kubeapi", "-w", NAME, "--action", "delete", "--yes").returncode == 0
     recreated = json.loads(json.dumps(KYVERNO))
     recreated["webhooks"][0]["timeoutSeconds"] = 30
     api.create("validating", recreated)  # Kyverno's controller puts its configuration back
@@ -149,12 +166,13 @@ def test_recreated_by_an_operator_is_reported_not_overwritten(api):
     assert r.returncode == 4 and b"timeoutSeconds: 30" in r.stdout
     assert api.etcd_obj()["webhooks"][0]["timeoutSeconds"] == 30
     r = api.cli("revert", "--yes", "--force")  # a PUT carrying the resourceVersion just read
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 8, r.stderr  # issue 33: the re-armed backend cannot be called from here: unchecked
     assert api.etcd_obj()["webhooks"] == api.kyverno["webhooks"]
 
 
 def test_binding_ignore_sets_audit(api):
-    p = api.cli("recover", "--method", "kubeapi", "-w", f"vapbinding/{BINDING}", "--yes", "--no-wait")
+    # issue 33: waits for the real apiserver's /readyz (it was --no-wait, now exit 8): exit 0 is its 200
+    p = api.cli("recover", "--method", "kubeapi", "-w", f"vapbinding/{BINDING}", "--yes")
     assert p.returncode == 0, p.stderr
     assert api.etcd_obj("vapbinding", BINDING)["spec"]["validationActions"] == ["Audit"]
     assert api.cli("revert", "--yes").returncode == 0
@@ -261,14 +279,17 @@ def test_a_patch_the_apiserver_refuses_as_invalid_is_not_called_a_race(kube, tmp
 
 def test_mixing_paths_delete_through_etcd_seen_through_the_api(api):
     env = {"BREAKGLASS_STATE_DIR": str(api.state)}
+    # issue 33: --apiserver, the real apiserver in front of this etcd (else none is known for it: exit 8)
     p = run_cli("recover", "--method", "etcd", "-w", NAME, "--yes", "--etcd-endpoints", api.real.etcd_endpoint,
-                env=env)
+                "--apiserver", api.real.url, env=env)
     assert p.returncode == 0, p.stderr
     listed = run_cli("webhooks", "--kubeconfig", api.kc, "-o", "json")
     assert listed.returncode == 0 and NAME not in listed.stdout.decode()
     assert api.get("validating", NAME) is None  # the apiserver's watch saw the key go
     api.ready_endpoints()  # the webhook's backend is back: the revert may re-arm it
-    assert run_cli("revert", "--yes", "--etcd-endpoints", api.real.etcd_endpoint, env=env).returncode == 0
+    r = run_cli("revert", "--yes", "--etcd-endpoints", api.real.etcd_endpoint, env=env)
+    # issue 33: the backend cannot be called from here: unchecked, exit 8 (was 0)
+    assert r.returncode == 8 and b"not called from here" in r.stdout, (r.stdout, r.stderr)
     listed = run_cli("webhooks", "--kubeconfig", api.kc, "-o", "json")
     assert NAME in listed.stdout.decode()
     assert api.get("validating", NAME)["metadata"]["uid"] == api.kyverno["metadata"]["uid"]  # the same object
@@ -337,7 +358,10 @@ def test_credential_and_reachability_failures_are_exit_5(api, case):
         real.kubeconfig(kc, ca=real.client_ca_path)  # a CA that did not sign the serving certificate
     p = api.cli(*args, kubeconfig=kc)
     assert p.returncode == 5, (p.stdout, p.stderr)
-    assert len(p.stderr.decode().strip().splitlines()) <= 2 and b"Traceback" not in p.stderr
+    # issue 33: a refused connection is retried (a restart gap), each retry on its own "retrying:" line when
+    # stderr is not a terminal; the error itself is still one line and a hint
+    said = [ln for ln in p.stderr.decode().strip().splitlines() if not ln.startswith("retrying: ")]
+    assert len(said) <= 2 and b"Traceback" not in p.stderr, p.stderr
     if CREDENTIAL_CASES[case]:
         assert f" {CREDENTIAL_CASES[case]} ".encode() in p.stderr
     assert real.etcd_value(sources.etcd_key("validating", NAME)) == before
@@ -361,9 +385,12 @@ def test_readiness_of_a_deadlocked_apiserver_names_the_hook_it_waits_for(real_sa
     sb = real_sandbox(binary)
     sb.wait(ready=False, failing=hook)
     sb.client().must("POST", scenarios.VWC_PATH, manifest(INNOCENT[0]))  # never sent to webhooks
+    # issue 33: the wait for /readyz up to --wait-timeout (a deadline for a state that does not change here), and
+    # not ready at the deadline is exit 8, "applied, not verified" (was exit 0 after one probe)
     p = sb.cli("recover", "--method", "kubeapi", "-w", INNOCENT[0]["metadata"]["name"], "--kubeconfig",
-               sb.api["kubeconfig"], "--yes", "-o", "json")
-    assert p.returncode == 0, p.stderr
+               sb.api["kubeconfig"], "--yes", "-o", "json", "--wait-timeout", "5")
+    assert p.returncode == 8, p.stderr
+    assert json.loads(p.stdout)["result"]["status"] == "applied-unverified"
     [state] = json.loads(p.stdout)["result"]["readiness"]
     assert state["ready"] is False and state["status"] == 500 and hook in state["failing"]
 
@@ -378,33 +405,47 @@ def _mutating() -> dict:
 def test_mutating_configuration(api):
     created = api.create("mutating", _mutating())
     assert created["webhooks"][0]["reinvocationPolicy"] == "Never"  # the apiserver's default
-    p = api.cli("recover", "--method", "kubeapi", "-w", "mutating/istio-sidecar-injector", "--yes", "--no-wait")
+    # issue 33: waits for the real apiserver's /readyz (it was --no-wait, now exit 8): exit 0 is its 200
+    p = api.cli("recover", "--method", "kubeapi", "-w", "mutating/istio-sidecar-injector", "--yes")
     assert p.returncode == 0, p.stderr
     assert api.etcd_obj("mutating", "istio-sidecar-injector")["webhooks"][0]["failurePolicy"] == "Ignore"
     api.ready_endpoints()
-    assert api.cli("revert", "--yes").returncode == 0
+    assert api.cli("revert", "--yes").returncode == 8  # issue 33: backend unchecked (not called from here), was 0
     assert api.etcd_obj("mutating", "istio-sidecar-injector")["webhooks"] == created["webhooks"]
 
 
 def test_wizard_checks_the_culprits_backend_through_the_api(api):
+    """Issue 33: the wizard's backend check is the engine's revert guard for the run it would revert (it took the
+    Services to read before), read through the API: the same reading `revert` acts on."""
+    from breakglass.core import journal
     from breakglass.flows import planner, wizard
     from breakglass.present.prompts import ScriptedPrompter
+
+    assert api.cli("recover", "--method", "kubeapi", "-w", NAME, "--action", "ignore", "--yes").returncode == 0
+    [run] = journal.list_runs(str(api.state))
     p = ScriptedPrompter([])
     access = planner.Access(kubeconfig=api.kc)
-    wizard._check_backends(p, access, [f"{SCRATCH_NS}/kyverno-svc"])
-    assert [line.strip() for line in p.transcript] == [
-        "backend kyverno/kyverno-svc: no such Service (read from api) — do not revert yet"]
+
+    def check() -> str:
+        before = len(p.transcript)
+        wizard._check_backends(p, access, run.id, str(api.state))
+        return "\n".join(line.strip() for line in p.transcript[before:])
+
+    said = check()
+    assert "backend kyverno/kyverno-svc: no such Service (read from api)" in said, said
     # headless: a cluster IP would be an IPAddress object, which the fixture's Kyverno webhook (down) intercepts
     api.admin.must("POST", f"/api/v1/namespaces/{SCRATCH_NS}/services",
                    {"metadata": {"name": "kyverno-svc"},
-                    "spec": {"clusterIP": "None", "ports": [{"port": 443, "targetPort": 9443}]}})
+                    "spec": {"clusterIP": "None", "ports": [{"name": "https", "port": 443, "targetPort": 9443}]}})
     try:
-        wizard._check_backends(p, access, [f"{SCRATCH_NS}/kyverno-svc"])
-        assert p.transcript[-1].strip() == ("backend kyverno/kyverno-svc: 0 ready endpoint(s), 0 not ready (read from "
-                                            "api, 0 EndpointSlice(s)) — do not revert yet")
+        said = check()
+        assert "backend kyverno/kyverno-svc: 0 ready endpoint(s), 0 not ready (read from api, 0 EndpointSlice(s))" \
+            in said, said
+        assert "not called from here" not in said, said
         api.ready_endpoints(ready=1, not_ready=2)  # an Endpoints object, no slice: it counts instead
-        wizard._check_backends(p, access, [f"{SCRATCH_NS}/kyverno-svc"])
-        assert p.transcript[-1].strip() == ("backend kyverno/kyverno-svc: 1 ready endpoint(s), 2 not ready (read from "
-                                            "api, 0 EndpointSlice(s))")
+        said = check()
+        assert "backend kyverno/kyverno-svc: 1 ready endpoint(s), 2 not ready (read from api, 0 EndpointSlice(s))" \
+            in said, said
+        assert "endpoints ready, not called from here" in said, said  # never plain "ready": no call was made
     finally:
         api.admin.must("DELETE", f"/api/v1/namespaces/{SCRATCH_NS}/services/kyverno-svc", ok=(200, 202, 404))

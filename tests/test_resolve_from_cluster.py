@@ -15,6 +15,8 @@ import pytest
 from breakglass.webhooks import codec, model, resolve, sources
 from tests import etcd_server as es
 from tests import logbuild as lb
+from tests import webhook_backends as wb
+from tests.apiserver_standin import serve_readyz
 from tests.conftest import run_cli
 
 CORP = "validate.policy.corp.example.com"
@@ -34,10 +36,13 @@ def _cfg(name: str, hooks: list[tuple[str, str]], kind: str = "ValidatingWebhook
                          for h, svc in hooks]}
 
 
+# issue 33: corp-policy-hooks trusts CA, so its backends can be a real one that answers the apiserver's call
+CA = wb.Ca()
 HELM = {"labels": {"app.kubernetes.io/managed-by": "Helm"},
         "annotations": {"meta.helm.sh/release-name": "policy", "meta.helm.sh/release-namespace": "corp"}}
 CONFIGS = [
-    _cfg("corp-policy-hooks", [("other.corp.example.com", "corp/other"), (CORP, "corp/policy")], meta=HELM),
+    wb.with_ca_bundle(_cfg("corp-policy-hooks", [("other.corp.example.com", "corp/other"), (CORP, "corp/policy")],
+                           meta=HELM), CA.bundle),
     _cfg("audit-a", [(SHARED, "corp/audit")]),
     _cfg("audit-b", [(SHARED, "corp/audit")], kind="MutatingWebhookConfiguration"),
     _cfg("split-a", [(SPLIT, "corp/one")]),
@@ -49,6 +54,21 @@ CONFIGS = [
 def _key(obj: dict) -> bytes:
     kind = "validating" if obj["kind"].startswith("Validating") else "mutating"
     return sources.etcd_key(kind, obj["metadata"]["name"])
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """Issue 33, what makes a run here verifiable: the real backend (breakglass/sandbox/backend.py) serving a
+    certificate from CA for policy.corp.svc and other.corp.svc on loopback, where the seeded endpoints point, and
+    an apiserver /readyz answering 200 (the apiserver back after the change) to wait on."""
+    d = str(tmp_path_factory.mktemp("corp-backend"))
+    crt, key = CA.issue(d, "corp", dns=("policy.corp.svc", "other.corp.svc"))
+    backend = wb.RealBackend(crt, key, f"{d}/backend.log")
+    try:
+        with serve_readyz([], "none") as url:
+            yield {"port": backend.port, "apiserver": url}
+    finally:
+        backend.stop()
 
 
 @pytest.fixture
@@ -85,8 +105,8 @@ def _diagnosis(tmp_path, hook: str, url: str) -> str:
     return str(path)
 
 
-def test_auto_from_a_diagnosis_finds_the_configuration_in_etcd(cluster, tmp_path):
-    _seed_backend(cluster, ready=1)  # back by the time of the revert, which re-arms the webhook
+def test_auto_from_a_diagnosis_finds_the_configuration_in_etcd(cluster, tmp_path, live):
+    _seed_backend(cluster, ready=1, port=live["port"])  # back by the time of the revert, which re-arms the webhook
     diag = _diagnosis(tmp_path, CORP, "https://policy.corp.svc:443/validate?timeout=10s")
     dry = _cli(cluster, tmp_path, "recover", "--auto", "--diagnosis", diag, "--dry-run", "-o", "json")
     assert dry.returncode == 0, dry.stderr
@@ -98,7 +118,8 @@ def test_auto_from_a_diagnosis_finds_the_configuration_in_etcd(cluster, tmp_path
     # a webhook on one namespace only, down: DEGRADED by the heal model, and --auto says so before it acts
     assert b"note: the diagnosis says DEGRADED" in dry.stderr
     before = _keys(cluster)
-    done = _cli(cluster, tmp_path, "recover", "--auto", "--diagnosis", diag, "--yes")
+    # issue 33: --apiserver, whose /readyz is waited for (else none is known for this etcd: exit 8)
+    done = _cli(cluster, tmp_path, "recover", "--auto", "--diagnosis", diag, "--yes", "--apiserver", live["apiserver"])
     assert done.returncode == 0, done.stderr
     assert before - _keys(cluster) == {b"/registry/validatingwebhookconfigurations/corp-policy-hooks"}
     back = _cli(cluster, tmp_path, "revert", "--yes")
@@ -154,16 +175,18 @@ def test_owner_comes_from_the_object_before_any_vendor_table():
     assert resolve.owner_of(model.from_json(CONFIGS[1], "t")) is None
 
 
-def _seed_backend(srv, ready: int) -> None:
+def _seed_backend(srv, ready: int, port: int = 9443) -> None:
     from breakglass.webhooks import backend
 
     svc_prefix, _, slice_prefix = backend.etcd_prefixes("corp")
     svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "policy", "namespace": "corp"},
-           "spec": {"ports": [{"port": 443, "targetPort": 9443}], "selector": {"app": "policy"}}}
+           "spec": {"ports": [{"port": 443, "targetPort": port}], "selector": {"app": "policy"}}}
+    # loopback: with ``port`` of the live backend, a ready endpoint that answers the revert guard's call (127.0.0.1;
+    # the not-ready one is never called); at 9443, where nothing listens, ready endpoints it cannot call from here
     sl = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
           "metadata": {"name": "policy-x1", "namespace": "corp", "labels": {backend.SERVICE_NAME_LABEL: "policy"}},
-          "addressType": "IPv4",
-          "endpoints": [{"addresses": [f"10.0.0.{i}"], "conditions": {"ready": i < ready},
+          "addressType": "IPv4", "ports": [{"port": port}],
+          "endpoints": [{"addresses": [f"127.0.0.{i + 1}"], "conditions": {"ready": i < ready},
                          "targetRef": {"kind": "Pod", "namespace": "corp", "name": f"policy-{i}"}} for i in range(2)]}
     from tests import backend_seed
 
@@ -171,24 +194,26 @@ def _seed_backend(srv, ready: int) -> None:
     c.put(svc_prefix + b"policy", codec.encode_value(svc))
     c.put(slice_prefix + b"policy-x1", codec.encode_value(sl))
     # the configuration's other webhook is re-armed by a revert too: its backend answers
-    es.put_many(c, backend_seed.healthy("corp", "other"))
+    es.put_many(c, backend_seed.healthy("corp", "other", port=port))
     c.close()
 
 
-def test_the_wizard_finds_the_configuration_and_reads_the_backend_from_etcd(cluster, tmp_path):
+def test_the_wizard_finds_the_configuration_and_reads_the_backend_from_etcd(cluster, tmp_path, live):
     from breakglass.flows import wizard
     from breakglass.present.prompts import ScriptedPrompter
 
-    _seed_backend(cluster, ready=1)
+    _seed_backend(cluster, ready=1, port=live["port"])
     diag_log = tmp_path / "apiserver.log"
     diag_log.write_text(lb.klog(lb.fail_closed(CORP, "dial tcp 10.96.0.50:443: connect: connection refused",
                                                url="https://policy.corp.svc:443/validate?timeout=10s"), "W") + "\n")
     before = _keys(cluster)
     # log, a way out anyway (the diagnosis is degraded: nothing the cluster needs is blocked), way in, etcd endpoint,
-    # CA, cert, key, no apiserver to watch, way out, confirmation word, revert now
-    p = ScriptedPrompter([str(diag_log), True, "etcd", cluster.endpoint, "", "", "", "", "etcd", "corp-policy-hooks",
-                          True])
-    assert wizard.run(p, str(tmp_path / "state")) == 0
+    # CA, cert, key, the apiserver to watch, way out, confirmation word, revert now. Issue 33: an apiserver to watch
+    # (without one the run is not verified, exit 8) and backends that answer the call (endpoints that cannot be
+    # called from here are unchecked: the revert would ask for the typed override, and the wizard exit 8)
+    p = ScriptedPrompter([str(diag_log), True, "etcd", cluster.endpoint, "", "", "", live["apiserver"], "etcd",
+                          "corp-policy-hooks", True])
+    assert wizard.run(p, str(tmp_path / "state")) == 0, "\n".join(p.transcript)
     text = "\n".join(p.transcript)
     assert f"webhook {CORP} is in validating/corp-policy-hooks (read from etcd)" in text
     assert "Helm release corp/policy" in text
@@ -197,16 +222,17 @@ def test_the_wizard_finds_the_configuration_and_reads_the_backend_from_etcd(clus
     assert _keys(cluster) == before  # deleted, then reverted
 
 
-def test_the_wizard_asks_which_when_a_webhook_is_in_two_configurations(cluster, tmp_path):
+def test_the_wizard_asks_which_when_a_webhook_is_in_two_configurations(cluster, tmp_path, live):
     from breakglass.flows import wizard
     from breakglass.present.prompts import ScriptedPrompter
 
     diag_log = tmp_path / "apiserver.log"
     diag_log.write_text(lb.klog(lb.fail_closed(SPLIT, "context deadline exceeded",
                                                url="https://one.corp.svc:443/x?timeout=10s"), "W") + "\n")
-    p = ScriptedPrompter([str(diag_log), True, "etcd", cluster.endpoint, "", "", "", "", "etcd", "validating/split-b",
-                          "split-b", False])
-    assert wizard.run(p, str(tmp_path / "state")) == 0
+    # issue 33: the apiserver to watch (it was none: the run is then not verified, exit 8)
+    p = ScriptedPrompter([str(diag_log), True, "etcd", cluster.endpoint, "", "", "", live["apiserver"], "etcd",
+                          "validating/split-b", "split-b", False])
+    assert wizard.run(p, str(tmp_path / "state")) == 0, "\n".join(p.transcript)
     text = "\n".join(p.transcript)
     assert f"Webhook {SPLIT} is in 2 configurations. Which?" in text and "all of them" not in text
     assert b"/registry/validatingwebhookconfigurations/split-b" not in _keys(cluster)

@@ -54,6 +54,9 @@ def _only_run(state) -> Run:
 
 # -- etcd -------------------------------------------------------------------------------------------------------
 from tests.test_etcd_remedy import NAMES, _cli as _etcd_cli, _obj, _recover, _seed, _snapshot  # noqa: E402
+# issue 33: the seeded webhooks' real backend and an apiserver /readyz answering 200, so an untampered etcd run
+# still verifies (exit 0); see tests/test_etcd_remedy.py
+from tests.test_etcd_remedy import _live, live  # noqa: E402, F401 - the fixtures
 
 
 def _planned_step(e: dict) -> dict | None:
@@ -130,7 +133,8 @@ def _kubeadm_recover(tmp_path, text: str | None = None):
     env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}
     p = run_cli("recover", "--method", "kubeadm", "--manifest", str(path), "--yes", "--no-wait",
                 "--verify-timeout", "0", env=env)
-    assert p.returncode == 0, p.stderr
+    # issue 33: --no-wait (no apiserver runs this manifest here): applied, not verified
+    assert p.returncode == 8 and b"not waited for (--no-wait)" in p.stdout, (p.stdout, p.stderr)
     return path, env
 
 
@@ -182,9 +186,11 @@ def test_kubeadm_force_revert_takes_back_only_breakglass_own_change(tmp_path):
     keeps the operator's edit (it used to put the whole old file back)."""
     path, env = _kubeadm_recover(tmp_path)
     path.write_text(path.read_text().replace("--allow-privileged=true", "--allow-privileged=false"))
-    assert run_cli("revert", "--yes", env=env).returncode == 4  # a conflict without --force, as before
+    # a conflict without --force, as before (--re-arm: the guard cannot read this cluster, see below)
+    assert run_cli("revert", "--yes", "--re-arm", env=env).returncode == 4
     p = run_cli("revert", "--yes", "--force", env=env)
-    assert p.returncode == 0, p.stderr
+    # issue 33: --force also re-arms unseen (nothing to read the cluster's webhooks through): not verified
+    assert p.returncode == 8 and b"backends not checked" in p.stdout, (p.stdout, p.stderr)
     assert path.read_text() == open(MANIFEST).read().replace("--allow-privileged=true", "--allow-privileged=false")
     assert b"only breakglass' change to the admission flags" in p.stdout + p.stderr
 
@@ -224,7 +230,9 @@ def test_kubeadm_reads_every_flag_form_kube_apiserver_accepts_and_edits_it_in_pl
     at = base.index("--enable-admission-plugins=NodeRestriction")
     assert _command(path) == base[:at] + now + base[at + 1:]  # in place, in its own form; all else as it was
     assert "# kept" in path.read_text() or "kept" not in form
-    assert run_cli("revert", "--yes", env=env).returncode == 0
+    # issue 33: nothing to read the cluster's webhooks through: refused (4) unless --re-arm, then not verified (8)
+    assert run_cli("revert", "--yes", env=env).returncode == 4
+    assert run_cli("revert", "--yes", "--re-arm", env=env).returncode == 8
     assert path.read_text() == text  # byte for byte
 
 
@@ -255,9 +263,11 @@ def test_kubeadm_split_flags_on_a_real_apiserver_start_it(tmp_path):
         value = lines[0].split("=", 1)[1]
         with open(path, "w") as f:
             f.write(text.replace(lines[0], f"{indent}- --enable-admission-plugins\n{indent}- {value},{VWH}"))
-        p = run_cli("recover", "--method", "kubeadm", "--manifest", path, "--yes", "--no-wait", "--verify-timeout",
-                    "120", env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}, timeout=300)
+        # issue 33: waits for the manifest's own apiserver's /readyz (it was --no-wait, now exit 8): exit 0 is its 200
+        p = run_cli("recover", "--method", "kubeadm", "--manifest", path, "--yes", "--verify-timeout", "120",
+                    "--wait-timeout", "120", env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")}, timeout=300)
         assert p.returncode == 0, (p.stdout, p.stderr)
+        assert b"/readyz ready" in p.stdout, p.stdout
         deadline = time.monotonic() + 120
         while not sandbox.status(d)["apiserver"]["ready"] and time.monotonic() < deadline:
             time.sleep(0.5)  # polling; the assertion below is on the state, not on the time
@@ -299,8 +309,8 @@ def test_a_run_directory_outside_the_state_directory_is_copied_in_not_worked_on_
     shutil.copytree(run.path, outside)
     journal_before = (outside / "journal.jsonl").read_bytes()
     other = {"BREAKGLASS_STATE_DIR": str(tmp_path / "other-state")}
-    p = run_cli("revert", str(outside), "--yes", env=other)
-    assert p.returncode == 0, p.stderr
+    p = run_cli("revert", str(outside), "--yes", "--re-arm", env=other)
+    assert p.returncode == 8, p.stderr  # issue 33: re-armed unseen (--re-arm: no cluster to read): not verified
     assert path.read_text() == BASE
     assert (outside / "journal.jsonl").read_bytes() == journal_before  # the copy outside is left as it was
     [imported] = journal.list_runs(str(tmp_path / "other-state"))

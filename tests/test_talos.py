@@ -38,7 +38,9 @@ class FakeTalos:
         exe.write_text(f"#!/bin/sh\nexec {sys.executable} {os.path.join(HERE, 'fake_talosctl.py')} \"$@\"\n")
         exe.chmod(0o755)
         self.env = {"PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_TALOS_DIR": str(self.dir),
-                    "BREAKGLASS_STATE_DIR": str(tmp / "state"), "TALOSCONFIG": ""}
+                    "BREAKGLASS_STATE_DIR": str(tmp / "state"), "TALOSCONFIG": "",
+                    # no kubeconfig of this machine's: the fake nodes' cluster has no API to read (issue 33)
+                    "KUBECONFIG": str(tmp / "no-kubeconfig")}
         self.initial = {}  # node -> its documents as set up
 
     def node(self, name, config, version="1.12", shape=None):
@@ -95,6 +97,17 @@ def _recover(t, *nodes, extra=()):
     return t.cli("recover", "--method", "talos", "-n", ",".join(nodes), "--yes", "--no-wait", *extra)
 
 
+# issue 33: --no-wait is "applied, not verified" (exit 8): no /readyz was seen
+NO_WAIT = 8
+
+
+def _revert_unseen(t, *extra):
+    """issue 33: the stand-in's nodes have no apiserver to read the cluster's webhooks through, so re-enabling the
+    plugins is a blind re-arm: refused without --re-arm (exit 4, see test_each_era_exact_result_and_exact_revert),
+    and with it reverted but not verified (exit 8)."""
+    return t.cli("revert", "--yes", "--re-arm", *extra)
+
+
 # -- the pure merge rules -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args,plugins,after", [
@@ -141,7 +154,7 @@ def test_each_era_exact_result_and_exact_revert(talos, config, version, expect):
     talos.node("cp1", config, version)
     talos.node("cp2", config, version, shape="mapping" if version < "1.12" else None)
     p = _recover(talos, "cp1", "cp2")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == NO_WAIT, p.stderr  # issue 33
     for node in ("cp1", "cp2"):
         docs = talos.docs(node)
         assert _api_args(docs) == expect
@@ -151,8 +164,12 @@ def test_each_era_exact_result_and_exact_revert(talos, config, version, expect):
         assert strip(docs) == strip(orig)
         if version == "1.14":
             assert "apiServer" not in (docs[0].get("cluster") or {})  # never both places
+    # issue 33: a blind re-arm is refused, the nodes untouched; --re-arm reverts, not verified (exit 8)
     r = talos.cli("revert", "--yes")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 4 and b"unseen" in r.stderr, r.stderr
+    assert all(_api_args(talos.docs(node)) == expect for node in ("cp1", "cp2"))
+    r = _revert_unseen(talos)
+    assert r.returncode == 8, r.stderr
     for node in ("cp1", "cp2"):
         assert _normalised(talos.docs(node)) == _normalised(talos.initial[node])
 
@@ -178,7 +195,7 @@ def test_diff_never_shows_secrets(talos):
 
 def test_backups_hold_the_whole_config_privately(talos):
     talos.node("cp1", "v1.12-multidoc-overlap.yaml")
-    assert _recover(talos, "cp1").returncode == 0
+    assert _recover(talos, "cp1").returncode == NO_WAIT  # issue 33
     runs = os.path.join(talos.env["BREAKGLASS_STATE_DIR"], "runs")
     [run] = os.listdir(runs)
     path = os.path.join(runs, run, "backups", "s1.machineconfig.yaml")
@@ -190,7 +207,7 @@ def test_backups_hold_the_whole_config_privately(talos):
 
 def test_revert_refuses_to_clobber_a_later_change(talos):
     talos.node("cp1", "v1.12-multidoc-overlap.yaml")
-    assert _recover(talos, "cp1").returncode == 0
+    assert _recover(talos, "cp1").returncode == NO_WAIT  # issue 33
     docs = talos.docs("cp1")
     docs[0]["cluster"]["apiServer"]["extraArgs"][flags.DISABLE] = "SomethingElse"
     with open(talos.dir / "nodes" / "cp1.yaml", "w") as f:
@@ -199,7 +216,7 @@ def test_revert_refuses_to_clobber_a_later_change(talos):
     assert p.returncode == 4 and b"changed since the run" in p.stdout + p.stderr
     assert _api_args(talos.docs("cp1"))[flags.DISABLE] == "SomethingElse"
     p = talos.cli("revert", "--yes", "--force")
-    assert p.returncode == 0
+    assert p.returncode == 8  # issue 33: --force re-arms unseen too: reverted, not verified
     assert _api_args(talos.docs("cp1"))[flags.DISABLE] == "DefaultStorageClass"
 
 
@@ -242,8 +259,8 @@ def test_a_node_failing_mid_apply_leaves_the_others_revertable(talos):
     assert VWH in _api_args(talos.docs("cp1"))[flags.DISABLE]
     runs = talos.cli("runs", "-o", "json")
     assert json.loads(runs.stdout)["result"][0]["status"] in ("applying", "started")
-    r = talos.cli("revert", "--yes")
-    assert r.returncode == 0, r.stderr
+    r = _revert_unseen(talos)
+    assert r.returncode == 8, r.stderr  # issue 33: re-armed unseen, not verified
     for n in ("cp1", "cp2", "cp3"):
         assert talos.docs(n) == talos.initial[n]
 
@@ -263,7 +280,7 @@ def test_plugins_from_the_diagnosis(talos, tmp_path):
     d = run_cli("diagnose", log, "-o", "json")
     (tmp_path / "diag.json").write_bytes(d.stdout)
     p = _recover(talos, "cp1", extra=("--diagnosis", str(tmp_path / "diag.json")))
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == NO_WAIT, p.stderr  # issue 33
     assert _api_args(talos.docs("cp1"))[flags.DISABLE] == VWH  # Kyverno's validating webhook only
 
 
@@ -285,14 +302,14 @@ def test_config_file_keeps_comments_and_reverts(talos, tmp_path):
     path = tmp_path / "controlplane.yaml"
     shutil.copy(os.path.join(CONFIGS, "gitops-commented.yaml"), path)
     p = talos.cli("recover", "--method", "talos", "--config-file", str(path), "--yes")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 8, p.stderr  # edited, not applied: only the file has it
     text = path.read_text()
     for comment in ("# Control-plane config for prod", "# pinned", "# Extra arguments for the API server.",
                     "# needed by the operator"):
         assert comment in text
     assert f"disable-admission-plugins: {VWH},{MWH}" in text
-    r = talos.cli("revert", "--yes")
-    assert r.returncode == 0, r.stderr
+    r = _revert_unseen(talos)
+    assert r.returncode == 8, r.stderr  # issue 33: re-armed unseen, not verified
     assert path.read_text() == open(os.path.join(CONFIGS, "gitops-commented.yaml")).read()
 
 
@@ -327,12 +344,12 @@ def test_generated_four_space_file_changes_only_the_lines_it_must(talos, tmp_pat
     original = open(os.path.join(CONFIGS, "v1.11-generated-4space.yaml")).read()
     path.write_text(original)
     p = talos.cli("recover", "--method", "talos", "--config-file", str(path), "--yes")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 8, p.stderr  # edited, not applied
     changed = [line for line in difflib.unified_diff(original.splitlines(), path.read_text().splitlines(), lineterm="", n=0)
                if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     assert changed == ["+        extraArgs:",
                        f"+            disable-admission-plugins: {VWH},{MWH}"], changed
-    assert talos.cli("revert", "--yes").returncode == 0
+    assert _revert_unseen(talos).returncode == 8  # issue 33: re-armed unseen, not verified
     assert path.read_text() == original
 
 
@@ -346,6 +363,6 @@ def test_a_node_refusing_its_real_patch_is_reported_and_the_rest_revert(talos):
     assert "talosctl patch on cp2 failed" in err and "touched so far: cp1, cp2" in err
     assert _api_args(talos.docs("cp3")) == _api_args(talos.initial["cp3"])
     (talos.dir / "nodes" / "cp2.fail-apply").unlink()
-    assert talos.cli("revert", "--yes").returncode == 0
+    assert _revert_unseen(talos).returncode == 8  # issue 33: re-armed unseen, not verified
     for n in ("cp1", "cp2", "cp3"):
         assert talos.docs(n) == talos.initial[n]

@@ -149,12 +149,14 @@ def test_plan_file_flags_win_and_dry_run(state, tmp_path):
     sb = sandbox.up(sandbox.default_dir(state))
     plan = tmp_path / "plan.yaml"
     plan.write_text(open(os.path.join(ROOT, "examples", "plans", "etcd.yaml")).read())
-    # the example plan names kubeadm's certificate paths; flags on the command line win over it
+    # the example plan names an endpoint; the command line's wins over it (its certificates come from the command
+    # line only: a plan never names them)
     p = _cli_state(state, "recover", "--plan", str(plan), "--etcd-endpoints", sb.endpoint, "--etcd-cacert", "",
                    "--etcd-cert", "", "--etcd-key", "", "--dry-run", "-o", "json")
     assert p.returncode == 0, p.stderr
+    plan.write_text(plan.read_text() + "etcd_cacert: /etc/kubernetes/pki/etcd/ca.crt\n")
     p = _cli_state(state, "recover", "--plan", str(plan), "--etcd-endpoints", sb.endpoint, "--dry-run")
-    assert p.returncode == 2 and b"/etc/kubernetes/pki/etcd/ca.crt: no such file" in p.stderr  # the plan's own paths
+    assert p.returncode == 2 and b"etcd_cacert is not set from a plan" in p.stderr  # issue 34: trust is not planned
     plan.write_text(f"method: etcd\nwebhook_config: [validating/{CFG}]\netcd_endpoints: http://127.0.0.1:1\n")
     p = _cli_state(state, "recover", "--plan", str(plan), "--etcd-endpoints", sb.endpoint, "--dry-run", "-o", "json")
     assert p.returncode == 0, p.stderr
@@ -258,7 +260,7 @@ def test_after_reverting_a_k3s_run_the_wizard_asks_the_nodes_kubectl(tmp_path):
     cfg.write_text("token: x\n")
     state = str(tmp_path / "state")
     assert run_cli("recover", "--method", "rke2", "--config-file", str(cfg), "--yes",
-                   env={"BREAKGLASS_STATE_DIR": state}).returncode == 0
+                   env={"BREAKGLASS_STATE_DIR": state}).returncode == 8  # edited, not applied
     run_id = journal.list_runs(state)[-1].id
     access = planner.Access()
     assert wizard._node_prober(run_id, state, access) is None  # no SSH: the URLs the access names
@@ -269,10 +271,10 @@ def test_after_reverting_a_k3s_run_the_wizard_asks_the_nodes_kubectl(tmp_path):
 
 @pytest.mark.parametrize("distro, service", [("k3s", "k3s"), ("rke2", "rke2-server")])
 def test_a_k3s_or_rke2_config_file_here_is_a_way_in(tmp_path, distro, service):
-    """On the server node (or a config managed as code): the wizard offers k3s and RKE2 through the file, writes
-    the drop-in beside it with the flag, restarts nothing and says so; the engine's revert guard holds (the
-    backend cannot be read from a file: Enter keeps the change); the scripted revert removes the drop-in and says
-    the backend it re-armed was not checked."""
+    """On the server node (or a config managed as code): the wizard offers k3s and RKE2 through a file that does
+    not tell them apart, writes the drop-in beside it with the flag, restarts nothing and says so: edited, not
+    applied, with the commands, exit 8 when not applied yet; the scripted revert removes the drop-in and says the
+    backend it re-armed was not checked."""
     from breakglass.core import journal
     from tests.conftest import run_cli
 
@@ -280,17 +282,18 @@ def test_a_k3s_or_rke2_config_file_here_is_a_way_in(tmp_path, distro, service):
     cfg.write_text('write-kubeconfig-mode: "0644"\nkube-apiserver-arg:\n  - audit-log-maxage=30\n')
     before = cfg.read_bytes()
     state = str(tmp_path / "state")
-    p = ScriptedPrompter([LOG, "k3s-file", str(cfg), distro, "ValidatingAdmissionWebhook", True, ""])
-    assert wizard.run(p, state) == 0
+    p = ScriptedPrompter([LOG, "k3s-file", str(cfg), distro, "ValidatingAdmissionWebhook", False])
+    assert wizard.run(p, state) == 8  # edited, not applied: not applied yet
     text = "\n".join(p.transcript)
     assert f"{distro} (in a config.yaml here (no restart))" in text
+    assert "nothing in it tells k3s from RKE2" in text and "both are offered" in text
     costs = {o.method: o.tradeoff for o in planner.options(planner.Access(k3s_files=[str(cfg)]).local_probes())}
     assert "nothing restarts" in costs[distro] and "restarts." not in costs[distro].replace("nothing restarts", "")
     dropin = tmp_path / "config.yaml.d" / "99-breakglass.yaml"
     assert "disable-admission-plugins=ValidatingAdmissionWebhook" in dropin.read_text()
     assert oct(dropin.stat().st_mode & 0o777) == "0o600" and cfg.read_bytes() == before
     assert f"systemctl restart {service}" in text  # nothing restarted: the engineer is told what to run
-    assert "Not safe to revert yet" in text and dropin.exists()  # Enter at the typed word kept it
+    assert "Edited, not applied" in text and dropin.exists()
     run = journal.list_runs(state)[-1]
     # the scripted revert says before and after that the backend it re-arms was not read, and how to check it
     done = run_cli("revert", run.id, "--yes", "-o", "json", env={"BREAKGLASS_STATE_DIR": state})

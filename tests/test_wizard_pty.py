@@ -236,6 +236,13 @@ def test_local_manifest_and_talos_file_ways_in_ready_the_real_apiserver(state, n
     if node == "kubeadm":
         w.expect(r"s left: ")  # the spinner, with the time left
         w.expect(r"readyz\?verbose: ready")
+    else:  # a file edited here: the wizard asks whether it is applied (the sandbox's Talos node reads it itself)
+        w.expect("Edited, not applied")
+        w.expect("Have you applied it")
+        w.child.send("y")
+        w.expect("Apiserver to watch")
+        w.answer(sb.apiserver["url"], erase=True)
+        w.expect(r"readyz\?verbose: ready")
     assert sandbox.backend(d, True)["running"]
     w.expect("Revert the temporary change now")
     w.child.send("y")

@@ -175,7 +175,9 @@ def _revert(r: dict, code: int) -> Outcome:
     guard = r.get("guard") or {}
     if guard.get("rearms") and out.changed:  # what the webhooks this revert put back in the path can do now
         seen = "; ".join(guard.get("lines") or [])
-        if guard.get("state") == "ready":
+        if guard.get("state") == "ready" and guard.get("nothing_armed") and not guard.get("backends"):
+            out.verified.append(guard["nothing_armed"])  # no backend to call: none is said to be "ready"
+        elif guard.get("state") == "ready":
             out.verified.append(f"re-armed webhooks' backends ready: {seen}")
         elif guard.get("state") == "down":
             out.not_verified.append(f"re-armed while its backend is not ready (overridden): {seen}")

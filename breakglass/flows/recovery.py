@@ -364,13 +364,15 @@ def _guard_reading(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, 
     # what the revert re-arms, as the run's own backups (etcd, kubeapi) or the cluster (the admission-plugin flag
     # turns every fail-closed webhook back on) say; the Services the diagnosis named only where neither can
     cluster = None
+    unread: list = []  # backed-up steps whose object could not be read (etcd, kubeapi)
     if st.method in ("etcd", "kubeapi"):
-        hooks = revert_guard.hooks_from_backups(run, st)
+        hooks = revert_guard.hooks_from_backups(run, st, unread)
         read = True
     else:
         cluster, read = _cluster(api, reader_etcd)
         hooks = revert_guard.hooks_from_cluster_configs(cluster) if cluster is not None else []
-    verdict = revert_guard.check(hooks or revert_guard.hooks_journaled(run), reader_etcd, api)
+    journaled = revert_guard.hooks_journaled(run)
+    verdict = revert_guard.check(hooks or journaled, reader_etcd, api)
     verdict.read_through = found.source or ("etcd" if reader_etcd is not None else "")
     if not read:
         verdict.blind = True
@@ -378,6 +380,12 @@ def _guard_reading(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, 
                              + "; give --kubeconfig (or --etcd-endpoints)")
     elif st.method not in ("etcd", "kubeapi") and not hooks:
         verdict.nothing_armed = f"no fail-closed webhook in the cluster (read through {verdict.read_through})"
+        verdict.unchecked = ""
+    elif not hooks and not journaled and not unread:
+        # every object this revert puts back was read from the run's backups, and none is a fail-closed webhook
+        # (an admission policy binding, a configuration whose webhooks are all failurePolicy: Ignore): it re-arms
+        # nothing a backend must answer for
+        verdict.nothing_armed = "no fail-closed webhook in what this revert puts back (read from the run's backups)"
         verdict.unchecked = ""
     return GuardReading(verdict, api, found.source, cluster)
 

@@ -134,13 +134,17 @@ def _fail_closed(obj: dict, kind: str) -> list[Hook]:
     return out
 
 
-def hooks_from_backups(run, st) -> list[Hook]:
-    """What an etcd or kubeapi run's revert puts back: the backed-up configurations' fail-closed webhooks."""
+def hooks_from_backups(run, st, unread: list | None = None) -> list[Hook]:
+    """What an etcd or kubeapi run's revert puts back: the backed-up configurations' fail-closed webhooks.
+    ``unread`` (when given) gets the id of each backed-up step whose object could not be read: what it puts back
+    is then not known."""
     from breakglass.webhooks import codec  # noqa: PLC0415
 
     out: list[Hook] = []
     for s in st.steps:
         b = s.backup or {}
+        if not b:
+            continue
         obj = None
         try:
             if "value" in b and b.get("value_sha256"):
@@ -151,6 +155,8 @@ def hooks_from_backups(run, st) -> list[Hook]:
             obj = None
         if isinstance(obj, dict):
             out += _fail_closed(obj, s.step.data.get("kind", ""))
+        elif unread is not None:
+            unread.append(s.step.id)
     return out
 
 
