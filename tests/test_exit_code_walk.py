@@ -152,7 +152,9 @@ def walk(tmp_path_factory):
 def _error_lines(proc) -> list[str]:
     err = proc.stderr.decode()
     assert "Traceback" not in err and "Traceback" not in proc.stdout.decode(), err
-    lines = [x for x in err.splitlines() if x.strip()]
+    # issue 33: a refused apiserver is asked again through a restart gap, each try a `retrying: Ns left: ...`
+    # progress line (off a terminal) before the one error line
+    lines = [x for x in err.splitlines() if x.strip() and not x.startswith("retrying: ")]
     assert [x for x in lines if x.startswith("breakglass: error: ")] and lines[-1:] and all(
         x.startswith(("breakglass: error: ", "hint: ", "note: ")) for x in lines), err
     assert sum(x.startswith("breakglass: error: ") for x in lines) == 1, err
@@ -250,7 +252,9 @@ def test_cheap_hints_do_what_they_say_when_run(walk):
     force = f"revert {walk['run']} --force"
     assert force in hinted
     p = _cli([*force.split(), "--yes"], walk["env"])
-    assert p.returncode == 0, p.stderr
+    # issue 33: the file goes back, but re-enabling the plugins with no apiserver to read the cluster through
+    # (--force re-arms unseen) is not verified: exit 8
+    assert p.returncode == 8, p.stderr
     assert (walk["dir"] / "changed.yaml").read_bytes() == open(GENERATED, "rb").read()
     again = _cli(["runs", "-o", "json"], walk["env"])
     assert json.loads(again.stdout)["result"][0]["status"] == "reverted"

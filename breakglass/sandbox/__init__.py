@@ -381,15 +381,20 @@ def _etcd_backend(sb: Sandbox, start: bool) -> dict:
     svc = KYVERNO["webhooks"][0]["clientConfig"]["service"]
     ns, name = svc["namespace"], svc["name"]
     prefixes = bk.etcd_prefixes(ns)
+    # the endpoint is on loopback, on a port nothing listens on: the revert guard calls a ready endpoint it can
+    # reach, and a rehearsal must send nothing off this machine (a pod address such as 10.244.0.10 may route to a
+    # real cluster over a VPN, or be answered by a proxy); refused, it reads "endpoints ready, not called from
+    # here", as a pod's address seen from outside the cluster does
+    port = free_port()
     objects = [(prefixes[0] + name.encode(), {
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
-        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 9443, "protocol": "TCP"}],
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port, "protocol": "TCP"}],
                  "selector": {"app.kubernetes.io/component": "admission-controller"}, "type": "ClusterIP"}}),
         (prefixes[2] + f"{name}-sandbox".encode(), {
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"name": f"{name}-sandbox", "namespace": ns, "labels": {bk.SERVICE_NAME_LABEL: name}},
-            "addressType": "IPv4", "endpoints": [{"addresses": ["10.244.0.10"], "conditions": {"ready": True}}],
-            "ports": [{"name": "https", "protocol": "TCP", "port": 9443}]})]
+            "addressType": "IPv4", "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+            "ports": [{"name": "https", "protocol": "TCP", "port": port}]})]
     etcd = Etcd(EtcdSettings(endpoints=(sb.endpoint,)), prefixes)
     try:
         for key, obj in objects:
