@@ -244,7 +244,8 @@ def test_the_other_machine_runs_its_own_wheels(bundle, foreign_python, tmp_path,
     args = ["-w", "validating/kyverno-resource-validating-webhook-cfg", "--etcd-endpoints", etcd_clean.endpoint]
     p = _run(foreign_python[0], bundle, "recover", "--method", "etcd", *args, "--yes", home=tmp_path, env=env,
              py_args=foreign_python[1:])
-    assert p.returncode == 0 and _snapshot(etcd_clean) != before, p.stderr[-2000:]
+    # issue 33: etcd alone, no apiserver to ask /readyz or send a canary through: applied and reverted, not verified
+    assert p.returncode == 8 and _snapshot(etcd_clean) != before, p.stderr[-2000:]
     p = _run(foreign_python[0], bundle, "revert", "--yes", "--etcd-endpoints", etcd_clean.endpoint, home=tmp_path,
              env=env, py_args=foreign_python[1:])
-    assert p.returncode == 0 and _snapshot(etcd_clean) == before, p.stderr[-2000:]
+    assert p.returncode in (0, 8) and _snapshot(etcd_clean) == before, p.stderr[-2000:]

@@ -152,7 +152,11 @@ def test_a_revert_that_finds_the_file_unchanged_still_removes_a_killed_writes_te
     original = cfg.read_bytes()
     env = _env(str(tmp_path))
     p = _start(["recover", "k3s", "--config-file", str(cfg), "--yes"], {**env, "BREAKGLASS_TEST_PAUSE": "30"})
-    while p.poll() is None and not any(n.startswith(".config.yaml.breakglass.") for n in os.listdir(cfg.parent)):
+    def written() -> bool:  # the temp file made and filled (mktemp creates it empty first)
+        names = [n for n in os.listdir(cfg.parent) if n.startswith(".config.yaml.breakglass.")]
+        return bool(names) and b"token:" in (cfg.parent / names[0]).read_bytes()
+
+    while p.poll() is None and not written():
         time.sleep(0.01)
     _killpg(p)
     [tmp] = [n for n in os.listdir(cfg.parent) if n.startswith(".config.yaml.breakglass.")]
