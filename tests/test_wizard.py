@@ -42,8 +42,12 @@ def test_full_flow_on_the_sandbox_through_the_prompts_interface(state):
     before = _etcd_values(state)
     # the sandbox's webhook backend is not running: reverting takes the typed word after the risk is stated
     p = ScriptedPrompter([LOG, "sandbox", "etcd", CFG, True, wizard.OVERRIDE_WORD])
-    assert wizard.run(p, state) == 0
+    # issue 33: the etcd-only sandbox has no apiserver to see ready, and the revert re-armed a webhook whose backend
+    # is down (the typed word): not verified, exit 8
+    assert wizard.run(p, state) == 8
     text = "\n".join(p.transcript)
+    assert "No apiserver address to check /readyz after the change" in text
+    assert "re-armed while its backend is not ready (overridden)" in text
     assert "BOOTSTRAP DEADLOCK" in text
     assert "Not safe to revert yet" in text
     # unavailable options are shown greyed out, with the reason
@@ -71,7 +75,8 @@ def test_a_wrong_confirmation_changes_nothing(state):
 def test_keep_the_change_and_revert_later(state):
     sandbox.up(sandbox.default_dir(state))
     p = ScriptedPrompter([LOG, "sandbox", "etcd", CFG, False])
-    assert wizard.run(p, state) == 0
+    assert wizard.run(p, state) == 8  # issue 33: no apiserver was seen ready after the change
+    assert p.transcript[-1] == "[REHEARSAL] Not verified: the apiserver was not seen ready after the change (exit 8)."
     assert any(line.startswith("[REHEARSAL] When the webhook is healthy: breakglass revert ") for line in p.transcript)
     assert len(_etcd_values(state)) == 2  # the culprit stays deleted until the revert
 
@@ -133,7 +138,7 @@ def test_the_real_wizard_in_a_pseudo_terminal(state):
         child.expect(pexpect.EOF)
     finally:
         child.close()
-    assert child.exitstatus == 0, child.before
+    assert child.exitstatus == 8, child.before  # issue 33: etcd only: no /readyz seen; re-armed over a down backend
     assert "status: **reverted**" in open(os.path.join(report, "report.md")).read()
 
 
@@ -188,7 +193,7 @@ def test_auto_takes_the_first_viable_option(state, tmp_path):
     diag.write_bytes(_cli_state(state, "diagnose", LOG, "-o", "json").stdout)
     p = _cli_state(state, "recover", "--auto", "--diagnosis", str(diag), "--etcd-endpoints", sb.endpoint,
                    "--yes", "-o", "json")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 8, p.stderr  # issue 33: the etcd-only sandbox has no apiserver to see ready
     assert json.loads(p.stdout)["result"]["method"] == "etcd"
     p = _cli_state(state, "recover", "--auto", "--diagnosis", str(diag), "--etcd-endpoints", "http://127.0.0.1:1",
                    "--timeout", "1", "--yes")
@@ -295,14 +300,23 @@ def test_a_k3s_or_rke2_config_file_here_is_a_way_in(tmp_path, distro, service):
     assert f"systemctl restart {service}" in text  # nothing restarted: the engineer is told what to run
     assert "Edited, not applied" in text and dropin.exists()
     run = journal.list_runs(state)[-1]
-    # the scripted revert says before and after that the backend it re-arms was not read, and how to check it
-    done = run_cli("revert", run.id, "--yes", "-o", "json", env={"BREAKGLASS_STATE_DIR": state})
-    assert done.returncode == 0, done.stderr
+    # the scripted revert says before and after that the backend it re-arms was not read, and how to check it;
+    # issue 33: with nothing to read the cluster through (no kubeconfig here) it is a blind re-arm, refused (exit 4)
+    # unless --re-arm, and then not verified (exit 8)
+    env = {"BREAKGLASS_STATE_DIR": state, "KUBECONFIG": str(tmp_path / "no-kubeconfig")}
+    refused = run_cli("revert", run.id, "--yes", "-o", "json", env=env)
+    assert refused.returncode == 4 and b"unseen" in refused.stderr, refused.stderr
+    assert dropin.exists()
+    done = run_cli("revert", run.id, "--yes", "--re-arm", "-o", "json", env=env)
+    assert done.returncode == 8, done.stderr
     doc = json.loads(done.stdout)
     assert doc["result"]["guard"]["state"] == "unchecked" and doc["result"]["guard"]["rearms"] is True
+    assert doc["result"]["guard"]["blind"] is True  # issue 33
     assert any("backends not checked" in line and "kyverno/kyverno-svc" in line
                for line in doc["outcome"]["notVerified"]), doc["outcome"]
-    assert doc["outcome"]["next"] == ["kubectl -n kyverno get endpoints kyverno-svc"]
+    # issue 33 (one backend check everywhere): the check is the Service and its EndpointSlices
+    assert doc["outcome"]["next"] == ["kubectl -n kyverno get service kyverno-svc -o wide && kubectl -n kyverno get "
+                                      "endpointslices -l kubernetes.io/service-name=kyverno-svc -o wide"]
     assert not dropin.exists() and cfg.read_bytes() == before
 
 

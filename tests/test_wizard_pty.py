@@ -176,7 +176,9 @@ def test_a_log_with_nothing_in_it_a_wrong_word_and_ctrl_c_after_the_change_then_
     w.expect(f"Type {wizard.OVERRIDE_WORD}")
     w.answer(wizard.OVERRIDE_WORD)
     w.expect("revert of run")
-    assert w.end() == 0
+    # issue 33: re-armed over a backend that is down (the typed word), with no apiserver to see: not verified
+    assert w.end() == 8
+    assert "re-armed while its backend is not ready (overridden)" in " ".join(w.text().split())
 
 
 @pytest.mark.parametrize("columns", [80, 200])
@@ -246,12 +248,15 @@ def test_local_manifest_and_talos_file_ways_in_ready_the_real_apiserver(state, n
     assert sandbox.backend(d, True)["running"]
     w.expect("Revert the temporary change now")
     w.child.send("y")
-    # no kubeconfig or etcd in this way in: the backend cannot be read from here, so the risk is said and typed for
-    w.expect(f"Type {wizard.OVERRIDE_WORD}")
-    w.answer(wizard.OVERRIDE_WORD)
+    # issue 33: no kubeconfig in this way in, but the file is the sandbox's: the guard reads the cluster through the
+    # sandbox's kubeconfig and calls the running backend, so no typed word is asked; the canary through the
+    # apiserver passes and the revert is verified (exit 0)
     w.expect("revert of run")
     w.expect("Report for the postmortem")
     assert w.end() == 0
+    text = " ".join(w.text().split())
+    i = text.find(f"Type {wizard.OVERRIDE_WORD}")
+    assert i < 0, text[max(0, i - 3000):i + 1500]  # exit 0 above: the canary through the apiserver did not fail
     import time
 
     deadline = time.monotonic() + 90
