@@ -6,7 +6,12 @@ verdicts, word for word, in both.
 Clusters are audited a few at a time (``parallel``), each under its own deadline: a cluster that does not
 answer in time is reported as ``timeout`` and no longer waited for, so one unreachable or slow cluster
 neither stops nor hides the others. The worker threads are daemons: one stuck on a dead connection is
-abandoned, never joined (the kubeconfig's per-request timeout ends it in the background).
+abandoned, never joined (the kubeconfig's per-request timeout ends it in the background). A credential plugin
+(an exec plugin) runs in its own process group and is killed at its cluster's deadline; any still running when
+the last cluster is reported is killed then (``access.kubeapi.Plugins``), so none outlives the audit.
+
+Each kubeconfig is parsed once (``access.kubeapi.Kubeconfig``), however many contexts it holds, and each
+context's client settings are built from that one parse.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ class Cluster:
     name: str
     kubeconfig: str
     context: str
+    # the kubeconfig as read when the clusters were listed (access.kubeapi.Kubeconfig): not parsed again per context
+    loaded: object | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -80,23 +87,26 @@ def kubeconfig_sources(kubeconfigs: list[str] | None, environ=os.environ) -> lis
     return [os.path.expanduser("~/.kube/config")]
 
 
-def _contexts(source: str) -> tuple[list[str], str | None]:
+def _contexts(source: str) -> tuple[list[str], str | None, object]:
+    """(context names, the current context, the parsed kubeconfig every one of its clusters is connected from)."""
+    from breakglass.access import kubeapi  # noqa: PLC0415
+
     try:
-        from kubernetes.config import list_kube_config_contexts  # noqa: PLC0415
         from kubernetes.config.config_exception import ConfigException  # noqa: PLC0415
     except ImportError:
         raise BadInput("the kubernetes Python client is not installed here") from None
     files = [p for p in source.split(":") if p]
-    if not any(os.path.exists(p) for p in files):
+    if not any(os.path.exists(os.path.expanduser(p)) for p in files):
         raise BadInput(f"kubeconfig {source}: no such file")
     try:
-        contexts, current = list_kube_config_contexts(config_file=source)
+        loaded = kubeapi.Kubeconfig(source)
     except ConfigException as e:
         raise BadInput(f"kubeconfig {source}: {str(e).splitlines()[0]}") from None
     except Exception as e:  # noqa: BLE001 - broken YAML raises many types
         raise BadInput(f"kubeconfig {source}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
-    names = [str(c.get("name")) for c in contexts or [] if isinstance(c, dict) and c.get("name")]
-    return names, (current or {}).get("name") if isinstance(current, dict) else None
+    names = [n for n in loaded.contexts if n]
+    current = loaded.current if loaded.current in names else None
+    return names, current, loaded
 
 
 def split_contexts(values: list[str] | None) -> list[str]:
@@ -123,8 +133,9 @@ def clusters(kubeconfigs: list[str] | None, contexts: list[str] | None, all_cont
     sources = kubeconfig_sources(kubeconfigs, environ)
     pairs: list[tuple[str, str]] = []
     found: set[str] = set()
+    loaded: dict[str, object] = {}
     for src in sources:
-        names, current = _contexts(src)
+        names, current, loaded[src] = _contexts(src)
         if all_contexts:
             chosen = names
         elif wanted:
@@ -142,7 +153,7 @@ def clusters(kubeconfigs: list[str] | None, contexts: list[str] | None, all_cont
     if not pairs:
         raise BadInput(f"no contexts in {', '.join(sources)}: nothing to audit")
     dup = {n for _, n in pairs if sum(1 for _, m in pairs if m == n) > 1}
-    return [Cluster(f"{n} ({src})" if n in dup else n, src, n) for src, n in pairs]
+    return [Cluster(f"{n} ({src})" if n in dup else n, src, n, loaded[src]) for src, n in pairs]
 
 
 # -- one cluster -------------------------------------------------------------------------------------
@@ -180,8 +191,9 @@ def _reason(err: BreakglassError) -> str:
     return UNREACHABLE
 
 
-def audit_cluster(cluster: Cluster, target_version: str | None, timeout: float) -> ClusterAudit:
-    """One cluster, as `breakglass audit --kubeconfig K --context C --target-version T` audits it."""
+def audit_cluster(cluster: Cluster, target_version: str | None, timeout: float, plugins=None) -> ClusterAudit:
+    """One cluster, as `breakglass audit --kubeconfig K --context C --target-version T` audits it. ``plugins``: the
+    fleet's credential plugins (``access.kubeapi.Plugins``); each is killed at this cluster's deadline."""
     from breakglass.access import kubeapi  # noqa: PLC0415 - pulls in the kubernetes client
     from breakglass.webhooks import audit as _audit  # noqa: PLC0415
     from breakglass.webhooks import sources  # noqa: PLC0415
@@ -189,7 +201,9 @@ def audit_cluster(cluster: Cluster, target_version: str | None, timeout: float) 
     out = ClusterAudit(cluster.name, cluster.kubeconfig, cluster.context)
     start = time.monotonic()
     try:
-        api = kubeapi.connect(cluster.kubeconfig, cluster.context, timeout)
+        # no terminal for a plugin: many run at once, and none may wait past the cluster's deadline for a person
+        api = kubeapi.connect(cluster.kubeconfig, cluster.context, timeout, loaded=cluster.loaded, plugins=plugins,
+                              deadline=start + timeout, interactive=False)
         out.server = api.host
         out.version = _server_version(api)
         out.target_version = target_version or (next_minor(out.version) if out.version else None)
@@ -213,16 +227,30 @@ def audit_cluster(cluster: Cluster, target_version: str | None, timeout: float) 
 def audit_fleet(targets: list[Cluster], target_version: str | None = None, timeout: float = 10.0,
                 parallel: int = 16, fail_on: str = "high",
                 progress: Callable[[int, int, str], None] | None = None,
-                audit_one: Callable[[Cluster, str | None, float], ClusterAudit] = audit_cluster) -> FleetReport:
+                audit_one: Callable[[Cluster, str | None, float], ClusterAudit] | None = None) -> FleetReport:
     """Audit every cluster, at most ``parallel`` at once, each given ``timeout`` seconds for its whole audit.
     ``progress(done, total, name)`` is called from this thread as each cluster ends. The report keeps the
-    clusters' order, whatever order they finish in."""
+    clusters' order, whatever order they finish in. Credential plugins still running when it returns (those of
+    clusters reported as timeouts) are killed before it does."""
+    from breakglass.access.kubeapi import Plugins  # noqa: PLC0415 - plain Python: the client is imported on connect
+
     if parallel < 1:
         raise BadInput("--parallel must be at least 1")
     if target_version:
         from breakglass.webhooks.audit import parse_version  # noqa: PLC0415
 
         parse_version(target_version)  # a bad version is bad input before any connection
+    plugins = Plugins()
+    if audit_one is None:
+        def audit_one(c: Cluster, tv: str | None, seconds: float) -> ClusterAudit:
+            return audit_cluster(c, tv, seconds, plugins)
+    try:
+        return _audit_all(targets, target_version, timeout, parallel, fail_on, progress, audit_one)
+    finally:
+        plugins.close()
+
+
+def _audit_all(targets, target_version, timeout, parallel, fail_on, progress, audit_one) -> FleetReport:
     begun = time.monotonic()
     results: dict[int, ClusterAudit] = {}
     done: queue.Queue = queue.Queue()

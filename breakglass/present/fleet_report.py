@@ -9,10 +9,12 @@ Rendering reads the report's attributes only (this layer sits below flows)."""
 
 from __future__ import annotations
 
+import re
 import sys
 import urllib.parse
 import xml.etree.ElementTree as ET
 
+from breakglass.core.envelope import escape_unsafe
 from breakglass.core.safetext import printable as _safe
 from breakglass.present import layout, render
 from breakglass.webhooks.audit import RANK, SEVERITIES
@@ -63,6 +65,27 @@ def text(rep, verbose: bool = False) -> str:
 
 # -- JUnit XML ---------------------------------------------------------------------------------------
 
+# What XML 1.0 cannot hold at all (C0 controls but tab, LF and CR; lone surrogates; U+FFFE, U+FFFF): ElementTree
+# writes them raw, and one context name holding ESC or NUL made the whole fleet's report ill-formed (a CI job
+# parsing it fails on every cluster). They are written visibly instead, as `\u001b`, after what the JSON writer
+# escapes too (bidi controls, invisible format characters: core.envelope.escape_unsafe), so a CI page shows the
+# same text the JSON and SARIF reports carry escaped.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", escape_unsafe(text))
+
+
+def _xml_safe(root: ET.Element) -> None:
+    for el in root.iter():
+        for k, v in el.attrib.items():
+            el.set(k, _xml_text(v))
+        if el.text:
+            el.text = _xml_text(el.text)
+        if el.tail:
+            el.tail = _xml_text(el.tail)
+
 def _case_of(f) -> str:
     return f"{f.configuration}/{f.webhook}" if f.webhook else f.configuration
 
@@ -112,6 +135,7 @@ def junit(rep) -> str:
     for k, v in totals.items():
         root.set(k, str(v))
     root.set("time", f"{rep.seconds:.3f}")
+    _xml_safe(root)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")
 
