@@ -134,7 +134,8 @@ def test_helm_lints_and_renders_both_modes():
     _run([helm, "lint", "--strict", CHART])
     _run([helm, "lint", "--strict", CHART, "--set", "mode=cronjob", "--set", "cronjob.pushgateway=http://pgw:9091"])
     kinds = sorted(d["kind"] for d in _docs(_render().stdout))
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "PrometheusRule", "Service", "ServiceAccount"]
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy", "PrometheusRule", "Service",
+                     "ServiceAccount"]
     kinds = sorted(d["kind"] for d in _docs(_render("serviceMonitor.enabled=true").stdout))
     assert "ServiceMonitor" in kinds
     cron = _docs(_render("mode=cronjob", "cronjob.pushgateway=http://pgw:9091").stdout)
@@ -185,6 +186,48 @@ def test_rendered_manifests_pass_server_side_validation(real_apiserver, tmp_path
     p = _kubectl(kubeconfig, "apply", "--dry-run=server", "--validate=strict", "-f", "-", ok=False,
                  stdin=yaml.safe_dump(bad))
     assert p.returncode != 0 and "notAField" in p.stderr
+
+
+def test_the_network_policy_admits_only_the_scrape_and_findings_are_off(real_apiserver, tmp_path):  # noqa: F811
+    """Nothing authenticates a scrape: the chart's NetworkPolicy admits only the pods its values select (the
+    Prometheus namespace and pods), to the metrics port, and selects exactly the exporter's pods. /findings (the
+    whole audit) is off unless findings.enabled. Each rendering passes the real apiserver's strict server-side
+    validation."""
+    kube = real_apiserver
+    _namespace(kube)
+    kubeconfig = kube.kubeconfig(str(tmp_path / "admin.kubeconfig"))
+    docs = _docs(_render().stdout)
+    policy, = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    deployment, = [d for d in docs if d["kind"] == "Deployment"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert policy["metadata"]["namespace"] == NAMESPACE
+    assert policy["spec"]["podSelector"] == {"matchLabels": deployment["spec"]["selector"]["matchLabels"]}
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [{
+        "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                  "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}],
+        "ports": [{"port": "metrics", "protocol": "TCP"}]}]
+    container, = deployment["spec"]["template"]["spec"]["containers"]
+    assert [p["name"] for p in container["ports"]] == ["metrics"]  # the port the policy names
+    assert "--no-findings" in container["args"]
+    assert "--no-findings" not in _container_args(_docs(_render("findings.enabled=true").stdout), "Deployment")
+
+    custom = _docs(_render("networkPolicy.prometheus.namespaceSelector.matchLabels.team=observability",
+                           "networkPolicy.prometheus.podSelector=null").stdout)
+    policy_custom, = [d for d in custom if d["kind"] == "NetworkPolicy"]
+    assert policy_custom["spec"]["ingress"][0]["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring", "team": "observability"}}}]
+    for doc in (policy, policy_custom):
+        out = json.loads(_kubectl(kubeconfig, "apply", "--dry-run=server", "--validate=strict", "-o", "json", "-f",
+                                  "-", stdin=yaml.safe_dump(doc)).stdout)
+        assert out["kind"] == "NetworkPolicy" and out["spec"]["ingress"] == doc["spec"]["ingress"]
+
+    assert not [d for d in _docs(_render("networkPolicy.enabled=false").stdout) if d["kind"] == "NetworkPolicy"]
+    assert not [d for d in _docs(_render(*CRONJOB).stdout) if d["kind"] == "NetworkPolicy"]  # nothing listens
+    p = _render("networkPolicy.prometheus.namespaceSelector=null", "networkPolicy.prometheus.podSelector=null",
+                ok=False)
+    assert p.returncode != 0 and "networkPolicy.prometheus needs a namespaceSelector or a podSelector" in p.stderr
 
 
 # -- the prometheus-operator kinds, against prometheus-operator's own CRDs --------------------------------
@@ -404,7 +447,7 @@ def test_the_charts_exporter_runs_as_its_service_account_and_serves(chart_rbac, 
     kube, admin_kubeconfig = risky_cluster
     expected = _audit_json(admin_kubeconfig)
     port = free_port()
-    args = _container_args(_docs(_render(f"port={port}", "interval=5").stdout), "Deployment")
+    args = _container_args(_docs(_render(f"port={port}", "interval=5", "findings.enabled=true").stdout), "Deployment")
     assert args == ["exporter", f"--listen=0.0.0.0:{port}", "--interval=5"]
     _, _, env, mount = chart_rbac
     with open(tmp_path / "exporter.log", "wb") as log:

@@ -144,7 +144,7 @@ def test_the_charts_deployment_runs_the_image_and_serves_the_audit(image, chart_
     _, _, env, mount = chart_rbac
     account = _readable_account(mount, tmp_path / "account")
     port = free_port()
-    args = _container_args(_docs(_render(f"port={port}", "interval=5").stdout), "Deployment")
+    args = _container_args(_docs(_render(f"port={port}", "interval=5", "findings.enabled=true").stdout), "Deployment")
     name = f"breakglass-test-{uuid.uuid4().hex[:8]}"
     run = _pod_args(image, account, env)
     _podman(*run[:1], "--detach", "--name", name, *run[1:], *args)

@@ -20,20 +20,40 @@ from breakglass.cli._base import (
 )
 
 
+DEFAULT_PORT = 9847
+
+
+def _in_pod(kubeconfig, context) -> bool:
+    return kubeconfig is None and context is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def default_listen(kubeconfig, context) -> str:
+    """In a pod, every address of the pod's own network namespace (its IP, for the kubelet's probes and the
+    scrape; loopback): 0.0.0.0 there exposes nothing beyond the pod, and the chart's NetworkPolicy says who may
+    connect. Anywhere else, loopback only: a workstation or a node must not publish the audit to its network
+    unless told to (--listen 0.0.0.0:9847)."""
+    return f"{'0.0.0.0' if _in_pod(kubeconfig, context) else '127.0.0.1'}:{DEFAULT_PORT}"
+
+
 def _connector(kubeconfig, context, timeout, account_dir):
     """In a pod (KUBERNETES_SERVICE_HOST set, no --kubeconfig/--context): the pod's ServiceAccount; else kubeconfig
     as every other command reads it."""
     from breakglass.access import kubeapi  # noqa: PLC0415
 
-    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if _in_pod(kubeconfig, context):
         return lambda: kubeapi.connect_in_cluster(timeout, account_dir)
     return lambda: kubeapi.connect(kubeconfig, context, timeout)
 
 
 @app.command()
 def exporter(
-    listen: Annotated[str, typer.Option(help="HOST:PORT to serve /metrics, /findings and /healthz on.")]
-    = "0.0.0.0:9847",
+    listen: Annotated[Optional[str], typer.Option(
+        help="HOST:PORT to serve /metrics, /findings and /healthz on (default: 127.0.0.1:9847; in a pod, "
+             "0.0.0.0:9847, the pod's own addresses).", show_default=False)] = None,
+    findings: Annotated[bool, typer.Option(
+        "--findings/--no-findings", help="Serve /findings, the whole last audit (which webhooks fail open and how: "
+                                         "what the read-only RBAC protects). The chart turns it off unless "
+                                         "findings.enabled.")] = True,
     interval: Annotated[float, typer.Option(min=5, help="Seconds between audits.")] = 300,
     once: Annotated[bool, typer.Option("--once", help="Audit once, print the metrics (or -o json: the audit) "
                                                       "and exit: what a CronJob runs.")] = False,
@@ -57,7 +77,7 @@ def exporter(
 
     Examples:
 
-      breakglass exporter --listen 0.0.0.0:9847 --interval 300
+      breakglass exporter --listen 127.0.0.1:9847 --interval 300
 
       breakglass exporter --once
 
@@ -79,16 +99,18 @@ def exporter(
             return 0
         if push:
             raise BadInput("--push goes with --once (a long-running exporter is scraped, not pushed)")
-        _exporter.parse_listen(listen)  # bad input before any connection
+        where = listen or default_listen(kubeconfig, context)
+        _exporter.parse_listen(where)  # bad input before any connection
         exp = _exporter.Exporter(connect, interval, target_version, log=lambda line: print(line, file=sys.stderr,
-                                                                                             flush=True))
+                                                                                             flush=True),
+                                 findings_enabled=findings)
 
         def ready(srv):
             host, port = srv.server_address[:2]
             print(f"breakglass exporter: serving http://{host}:{port}/metrics, auditing every {interval:g} s",
                   file=sys.stderr, flush=True)
 
-        _exporter.serve(exp, listen, ready)
+        _exporter.serve(exp, where, ready)  # returns on SIGTERM: a pod's stop, exit 0
         return 0
 
     _run(output, verbose, body)

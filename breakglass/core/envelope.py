@@ -95,5 +95,17 @@ def json_text(doc: Any, indent: int | None = 2) -> str:
     return escape_unsafe(json.dumps(doc, indent=indent, ensure_ascii=False))
 
 
+def json_bytes(doc: Any, indent: int | None = 2) -> bytes:
+    """``json_text(doc) + "\\n"`` as UTF-8, written piece by piece: no whole str beside the bytes (the exporter's
+    /findings of a large cluster is hundreds of MB of JSON)."""
+    import io  # noqa: PLC0415
+
+    buf = io.BytesIO()
+    for chunk in json.JSONEncoder(indent=indent, ensure_ascii=False).iterencode(doc):
+        buf.write(escape_unsafe(chunk).encode("utf-8"))
+    buf.write(b"\n")
+    return buf.getvalue()
+
+
 def dumps(doc: dict) -> str:
     return json_text(doc)

@@ -49,6 +49,9 @@ containers:
       {{- else }}
       - --listen=0.0.0.0:{{ .Values.port }}
       {{- end }}
+      {{- if and (ne .Values.mode "cronjob") (not .Values.findings.enabled) }}
+      - --no-findings
+      {{- end }}
       - --interval={{ .Values.interval }}
       {{- with .Values.targetVersion }}
       - --target-version={{ . }}
