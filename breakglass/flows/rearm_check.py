@@ -98,14 +98,32 @@ def canary(api, run, st, cluster_configs: list | None = None) -> dict:
             configs = [model.from_json(o, "api") for o in live]
         else:
             configs = list(cluster_configs)
-        time.sleep(LOAD_LAG)
-        summary = _canary.run(api, configs)
+        # a flag revert restarts the apiserver (the kubelet, Talos, a k3s restart) a moment after the write: a
+        # canary that lands in that gap is refused, so it is sent again once the apiserver answers, up to the
+        # restart gap's length, rather than reported "not tried" (which says nothing in the outcome)
+        deadline = time.monotonic() + VISIBLE_WAIT * 3
+        while True:
+            time.sleep(LOAD_LAG)
+            summary = _canary.run(api, configs)
+            if not _unanswered(summary) or time.monotonic() > deadline:
+                break
+            wait_reachable(api, max(1.0, deadline - time.monotonic()))
     except BreakglassError as e:
         return {"ok": None, "skipped": f"the canary could not be sent ({e})", "lines": [], "results": []}
     doc = summary.to_json()
     tried = [r for r in doc["results"] if r.get("status") in ("passed", "failed")]
     return {"ok": summary.ok if tried else None, "lines": summary.lines(), "results": doc["results"],
             "skipped": "" if tried else "no re-armed webhook could be called by a dry-run canary"}
+
+
+def _unanswered(summary) -> bool:
+    """Nothing was sent because the apiserver refused or did not answer (a restart gap), and nothing else was
+    decided."""
+    from breakglass.webhooks import canary as _canary  # noqa: PLC0415
+
+    rs = summary.results
+    return bool(rs) and all(r.status == _canary.NOT_TRIED for r in rs) and any(
+        r.reason.startswith("not sent: the apiserver refused or did not answer") for r in rs)
 
 
 def redo_command(st) -> str:
