@@ -43,6 +43,7 @@ bench: $(STAMP) bundle
 	$(PY) bench/hugeline.py
 	$(PY) bench/fleet.py
 	$(PY) bench/readiness_call.py
+	$(PY) bench/scale.py
 
 # dist/breakglass.pyz: one file for python3 >= 3.10 on Linux x86_64 and aarch64, offline (see README)
 # (PYTHONS=3.11,3.12 MACHINES=x86_64 make bundle: a smaller file for fewer targets)
