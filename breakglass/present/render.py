@@ -126,6 +126,16 @@ def listing(li, warnings: list[str]) -> str:
     return _join(out)
 
 
+def _lasting(place, indent: str) -> list[str]:
+    """Where an owned configuration's fix lasts: why, the YAML the owner keeps, and the one command (both whole)."""
+    out = _wrap(f"lasting fix, where {place.owner} keeps it ({place.form}): {place.note}", indent, indent + "  ")
+    out.append(f"{indent}keep (YAML):")
+    out += [_whole(indent + "  ", line) for line in place.snippet.rstrip().splitlines()]
+    out.append(f"{indent}by:")
+    out.append(_whole(indent + "  $ ", place.command))
+    return out
+
+
 def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
     out = []
     counts: dict[str, int] = {}
@@ -147,7 +157,9 @@ def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
             out += [_whole("      ", line) for line in f.fix.patch_yaml.rstrip().splitlines()]  # YAML: whole
             out.append("    or:")
             out.append(_whole("      $ ", f.fix.command))
-            if f.fix.vendor_note:
+            if f.fix.lasting:
+                out += _lasting(f.fix.lasting, "    ")
+            elif f.fix.vendor_note:
                 out += _wrap("caveat: " + f.fix.vendor_note, "    ")
     hidden = sum(1 for f in rep.findings if f.severity in ("info", "low"))
     if hidden and not verbose:
@@ -301,7 +313,21 @@ def leak_report(rep, verbose: bool = False) -> str:
         out += _wrap(f"  {rep.unnamed_writes} admitted write(s) have no object name "
                      + ("at this audit level (generateName creates logged at Metadata level): see -o json"
                         if from_audit else "in the log (creates): find their audit-id in -o json"), "", "    ")
+    if rep.rechecked:
+        out += [""] + _rechecked(rep.rechecked)
     return _join(out)
+
+
+def _rechecked(verdicts) -> list[str]:
+    """What the webhooks say now of each object that got in (leaks --recheck)."""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.outcome] = counts.get(v.outcome, 0) + 1
+    out = _wrap(f"Asked again (a dry-run update of each as it is now, through the apiserver): "
+                + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())), "")
+    rows = [[v.outcome.upper(), v.resource, v.namespace or "-", v.name, _clip(v.reason, 120)]
+            for v in sorted(verdicts, key=lambda v: (v.outcome != "rejected", v.resource, v.namespace, v.name))]
+    return out + _table(["NOW", "RESOURCE", "NAMESPACE", "NAME", "WHY"], rows)
 
 
 def about(a) -> str:

@@ -20,7 +20,7 @@ from breakglass.access.etcd import KV, Etcd
 from breakglass.core.errors import BadInput, PreconditionFailed
 from breakglass.core.journal import Run, TamperedRun
 from breakglass.ways.base import ALREADY, CONFLICT, NOT_APPLIED, RESTORED, RevertOutcome, Step
-from breakglass.webhooks import codec, model, resolve, sources
+from breakglass.webhooks import codec, model, owners, resolve, sources
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 KIND_ALIASES = {
@@ -213,6 +213,10 @@ class EtcdDelete:
             if cur is None:
                 raise PreconditionFailed(f"{step.target}: put-if-absent failed but the key is absent")
         diff = _diff(value, cur.value)
+        owner = _restored_by(value, cur.value)
+        if owner is not None:  # its owner's copy is the current one (its CA, its rules): never overwritten
+            return RevertOutcome(step.id, ALREADY, f"{step.target} was put back by its owner, {owner.name} "
+                                                   f"({owner.evidence}); left as {owner.name} wrote it", diff)
         if not force:
             return RevertOutcome(step.id, CONFLICT, f"{step.target} was recreated since (mod_revision "
                                                     f"{cur.mod_revision}); left as it is", diff)
@@ -311,3 +315,12 @@ def _diff(old: bytes, new: bytes) -> str:
         return f"backup: {len(old)} bytes; now: {len(new)} bytes (not decodable as objects)"
     return "".join(difflib.unified_diff(a.decode().splitlines(True), b.decode().splitlines(True),
                                         "backup", "etcd now"))
+
+
+def _restored_by(backed_up: bytes, now: bytes):
+    """The owner that wrote the configuration now at the key, when it is another object than the one deleted."""
+    try:
+        a, b = codec.decode_value(backed_up).obj, codec.decode_value(now).obj
+    except BadInput:
+        return None
+    return owners.restored_by(a, b) if isinstance(a, dict) and isinstance(b, dict) else None

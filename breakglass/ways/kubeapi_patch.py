@@ -23,11 +23,11 @@ import re
 from breakglass.heal import bootstrap
 
 from breakglass.webhooks import vendors
-from breakglass.core.errors import BadInput, PreconditionFailed
+from breakglass.core.errors import BadInput, BreakglassError, PreconditionFailed
 from breakglass.core.journal import Run, TamperedRun
 from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
 from breakglass.ways.etcd_delete import parse_ref
-from breakglass.webhooks import audit, backend, model, readiness, resolve, sources
+from breakglass.webhooks import audit, backend, model, owners, readiness, resolve, sources
 
 API = "/apis/admissionregistration.k8s.io/v1/"
 ACTIONS = ("ignore", "exclude", "delete")
@@ -53,9 +53,18 @@ def _content(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
-def operator_note(obj: dict) -> str | None:
-    """Who may recreate or overwrite this configuration: what the object says first (a Helm release, an owner, a
-    managing tool), the vendor's convention only when it says nothing, with that vendor's advice either way."""
+def operator_note(obj: dict, action: str | None = None) -> str | None:
+    """Who may recreate or overwrite this configuration: what the object says first (Kyverno's or Gatekeeper's
+    label, a Helm release, GitOps tracking, an owner, a managing tool), the vendor's convention only when it says
+    nothing, with that vendor's advice either way; with ``action``, what that owner does to it (Kyverno undoes a
+    patch and re-creates a deleted configuration within a second)."""
+    try:
+        who = owners.of(model.from_json(obj, "api"))
+    except BadInput:
+        who = None
+    warning = who.warning("delete" if action == "delete" else "patch") if who and action else None
+    if warning:
+        return warning
     meta = obj.get("metadata") or {}
     hooks = [w.get("name", "") for w in obj.get("webhooks") or [] if isinstance(w, dict)]
     hint = next((vendors.hint_for(h) for h in hooks if vendors.hint_for(h)), None) or \
@@ -92,6 +101,14 @@ class KubeapiPatch:
 
     def _path(self, kind: str, name: str | None = None) -> str:
         return API + model.RESOURCE_OF[kind] + (f"/{name}" if name else "")
+
+    def _get_path(self, path: str) -> dict | None:
+        """The object at an API path, or None when absent or not readable (an owner check, never a blocker)."""
+        try:
+            status, doc = self.api.request("GET", path)
+        except BreakglassError:
+            return None
+        return doc if status == 200 else None
 
     def _get(self, kind: str, name: str) -> dict | None:
         status, doc = self.api.request("GET", self._path(kind, name))
@@ -131,7 +148,7 @@ class KubeapiPatch:
                 raise BadInput(f"{name!r} names several configurations "
                                f"({', '.join(model.KIND_NAME[k] for k, _ in found)})", hint="say which with kind/NAME")
             k, obj = found[0]
-            note = operator_note(obj)
+            note = operator_note(obj, self.action)
             if note:
                 self.notes.append(f"{name}: {note}")
             step = self._step(len(steps) + 1, k, obj)
@@ -356,6 +373,11 @@ class KubeapiPatch:
         if cur["metadata"].get("resourceVersion") != backup.get("rv_after") and not force:
             from breakglass.ways.kubeapi_ops import apply_ops  # noqa: PLC0415
 
+            owner = owners.undone_by(cur)
+            if owner is not None and not self._inverse(original, cur, changes)[1]:
+                return RevertOutcome(step.id, ALREADY, f"{step.target}: {owner.name} ({owner.evidence}) has "
+                                                       f"already rewritten it; none of breakglass' change is left")
+
             return RevertOutcome(step.id, CONFLICT, f"{step.target} changed since the run; left as it is",
                                  _diff(apply_ops(original, d["ops"]), cur, "written by breakglass", "now"))
         ops, done, gone = self._inverse(original, cur, changes)
@@ -424,17 +446,23 @@ class KubeapiPatch:
             fresh["metadata"].pop(k, None)
         fresh.pop("status", None)
         if cur is None:
+            fitted = owners.fit_for_restore(fresh, self._get_path)
+            also = f" ({'; '.join(fitted)})" if fitted else ""
             if dry_run:
-                return RevertOutcome(step.id, RESTORED, f"would re-create {step.target}")
+                return RevertOutcome(step.id, RESTORED, f"would re-create {step.target}{also}")
             status, doc = self.api.request("POST", self._path(d["kind"]), fresh)
             if status == 201 or status == 200:
-                return RevertOutcome(step.id, RESTORED, f"re-created {step.target}")
+                return RevertOutcome(step.id, RESTORED, f"re-created {step.target}{also}")
             if status != 409:
                 raise PreconditionFailed(f"POST {step.target}: HTTP {status} {doc.get('message', '')}")
             cur = self._get(d["kind"], d["name"])
         if _content(cur) == _content(original):
             return RevertOutcome(step.id, ALREADY, f"{step.target} exists again with the backed-up content")
         diff = _diff(original, cur, "backup", f"{step.target} now")
+        owner = owners.restored_by(original, cur)
+        if owner is not None:  # its owner's copy is the current one (its CA, its rules): never overwritten
+            return RevertOutcome(step.id, ALREADY, f"{step.target} was put back by its owner, {owner.name} "
+                                                   f"({owner.evidence}); left as {owner.name} wrote it", diff)
         if not force:
             return RevertOutcome(step.id, CONFLICT, f"{step.target} was recreated (by an operator?) and differs "
                                                     f"from the backup; left as it is", diff)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from breakglass.heal import bootstrap
 
 from breakglass.heal import writes as heal
-from breakglass.webhooks import intercept, vendors
+from breakglass.webhooks import intercept, owners, vendors
 from breakglass.webhooks.intercept import selector_matches  # one LabelSelector matcher for audit and the heal model
 from breakglass.heal.bootstrap import BootstrapKind
 from breakglass.webhooks.model import MAP, VAP, VAP_BINDING, MAP_BINDING, AdmissionConfig, Rule, Webhook
@@ -37,6 +37,9 @@ class Fix:
     patch_yaml: str
     command: str
     vendor_note: str | None = None
+    # where the fix lasts when something owns the configuration (Kyverno's ConfigMap, Gatekeeper's Helm values,
+    # the Helm release, Git): a direct patch of an owned configuration is undone (issue 35)
+    lasting: owners.Placement | None = None
 
 
 @dataclass
@@ -192,20 +195,21 @@ def _vendor_note(cfg: AdmissionConfig, webhook: str | None) -> str | None:
 
 def _fix(cfg: AdmissionConfig, webhook: Webhook | None, kinds: list[BootstrapKind]) -> Fix:
     return fix_for(cfg.resource, cfg.name, webhook.name if webhook else None, kinds,
-                   _vendor_note(cfg, webhook.name if webhook else None))
+                   _vendor_note(cfg, webhook.name if webhook else None), cfg)
 
 
 def fix_for(resource: str, name: str, webhook: str | None, kinds: list[BootstrapKind] | None = None,
-            vendor_note: str | None = None) -> Fix:
+            vendor_note: str | None = None, cfg: AdmissionConfig | None = None) -> Fix:
     """The matchConditions fix for one webhook of a configuration (``resource`` plural, as in its etcd key), or
-    for a policy's spec when ``webhook`` is None: a strategic-merge patch as YAML and as a kubectl command.
-    Shared by `audit` and the wizard's report, so both print the same valid patch."""
+    for a policy's spec when ``webhook`` is None: a strategic-merge patch as YAML and as a kubectl command, and,
+    when ``cfg`` (the object) names an owner, where the owner keeps it. Shared by `audit` and the wizard's report,
+    so both print the same valid patch."""
     conds = match_conditions_for(kinds if kinds is not None else kinds_for(None))
-    return _fix_from_conditions(resource, name, webhook, conds, vendor_note)
+    return _fix_from_conditions(resource, name, webhook, conds, vendor_note, cfg)
 
 
 def _fix_from_conditions(resource: str, name: str, webhook: str | None, conds: list[dict],
-                         vendor_note: str | None = None) -> Fix:
+                         vendor_note: str | None = None, cfg: AdmissionConfig | None = None) -> Fix:
     import yaml  # noqa: PLC0415
 
     if webhook is not None:
@@ -218,8 +222,12 @@ def _fix_from_conditions(resource: str, name: str, webhook: str | None, conds: l
         hint = vendors.hint_for(webhook) or vendors.hint_for_configuration(name, {})
         vendor_note = hint and f"{hint.vendor} manages this configuration and will overwrite a direct patch: " \
                                f"{hint.managed_note}"
-    return Fix(match_conditions=conds, patch_yaml=yaml.safe_dump(patch, sort_keys=False, width=100),
-               command=command, vendor_note=vendor_note)
+    patch_yaml = yaml.safe_dump(patch, sort_keys=False, width=100)
+    lasting = owners.place(cfg, webhook, conds, command, patch_yaml) if cfg is not None else None
+    if lasting is not None and lasting.owner is None:
+        lasting = None  # nothing owns it: the patch is the lasting fix
+    return Fix(match_conditions=conds, patch_yaml=patch_yaml, command=command, vendor_note=vendor_note,
+               lasting=lasting)
 
 
 def match_conditions_for_hits(hits: list[intercept.Hit]) -> list[dict]:
@@ -365,7 +373,7 @@ def _describe_writes(ws) -> str:
 def _fix_writes(cfg: AdmissionConfig, webhook: Webhook | None, hits: list[intercept.Hit]) -> Fix:
     return _fix_from_conditions(cfg.resource, cfg.name, webhook.name if webhook else None,
                                 match_conditions_for_hits(hits),
-                                _vendor_note(cfg, webhook.name if webhook else None))
+                                _vendor_note(cfg, webhook.name if webhook else None), cfg)
 
 
 def _self_intercept(w: Webhook, ns: str) -> bool:

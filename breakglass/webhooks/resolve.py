@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from breakglass.core.errors import BadInput
-from breakglass.webhooks import model
+from breakglass.webhooks import model, owners
 
 WEBHOOK_REF = "webhook:"
 _WEBHOOK_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?")
@@ -32,6 +32,7 @@ class Match:
     backend: str  # where its calls go (service NS/NAME:PORT/path, or the URL)
     owner: str | None
     service: str | None = None  # NAMESPACE/NAME of its backend Service, when it calls one
+    delete_warning: str | None = None  # what its owner does to a deleted configuration (owners.Owners.warning)
 
     @property
     def ref(self) -> str:
@@ -59,6 +60,9 @@ def owner_of(cfg: model.AdmissionConfig) -> str | None:
     """Who will recreate or overwrite this configuration, from the object: a Helm release, an owning object, a
     managing tool; None when the object does not say."""
     ann, labels = cfg.annotations, cfg.labels
+    engine = next((o for o in owners.of(cfg).owners if o.kind in ("kyverno", "gatekeeper", "argocd", "flux")), None)
+    if engine:  # the party that acts soonest, named by what the object says
+        return f"{engine.name} ({engine.evidence})"
     release, release_ns = ann.get("meta.helm.sh/release-name"), ann.get("meta.helm.sh/release-namespace")
     if release:
         return f"Helm release {release_ns + '/' if release_ns else ''}{release} (meta.helm.sh annotations)"
@@ -86,7 +90,8 @@ def find(configs: Iterable[model.AdmissionConfig], webhook: str, source: str,
             continue
         for w in cfg.webhooks:
             if w.name == webhook:
-                out.append(Match(webhook, cfg.kind, cfg.name, source, w.backend, owner_of(cfg), w.service))
+                out.append(Match(webhook, cfg.kind, cfg.name, source, w.backend, owner_of(cfg), w.service,
+                                 owners.of(cfg).warning("delete")))
                 break
     return out
 
@@ -119,4 +124,5 @@ def placed(hooks: list[str], load, source: str, kinds: Iterable[str] | None, tak
 def note(m: Match, where: str, owner: bool = True) -> str:
     """What is said of a webhook placed: where it was found, and who may recreate it."""
     return f"webhook {m.webhook} is in {m.ref} (read from {where})" + (
+        f"; {m.delete_warning}" if owner and m.delete_warning else
         f"; {m.owner}, which may recreate it" if owner and m.owner else "")
