@@ -9,7 +9,9 @@ from typing_extensions import Annotated
 
 from breakglass.cli._base import (
     app,
+    ContextOpt,
     KnownHostsOpt,
+    KubeconfigOpt,
     Output,
     _render,
     _run,
@@ -78,6 +80,11 @@ def leaks(
     ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
     ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
     known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
+    recheck: Annotated[bool, typer.Option(
+        "--recheck", help="Once the webhooks answer again: send each object still worth re-checking back through "
+                          "admission (a server-side dry-run update of it as it is now, through --kubeconfig) and "
+                          "report which the webhooks now reject, and why. Changes nothing.")] = False,
+    kubeconfig: KubeconfigOpt = None, context: ContextOpt = None,
     output: Annotated[LeakOutput, typer.Option(
         "--output", "-o", help="text for people; json or csv for every request; recheck for the YAML list of "
                                "objects to re-validate.")] = LeakOutput.text,
@@ -105,6 +112,8 @@ def leaks(
       breakglass leaks --audit-log audit.log.gz --since 2026-11-30T02:00:00Z
 
       breakglass leaks --audit-log audit.log -o recheck > recheck.yaml
+
+      breakglass leaks --audit-log audit.log --recheck --context prod
 
       breakglass leaks --apiserver-log kube-apiserver.log
 
@@ -150,6 +159,11 @@ def leaks(
             from breakglass.leaks.apiserver import scan  # noqa: PLC0415
 
             rep = scan(paths, since, until, _split(webhook) or None, window_gap, sources=remote, year=year)
+        if recheck and rep.recheck:
+            from breakglass.access import kubeapi  # noqa: PLC0415
+            from breakglass.leaks import recheck as _recheck  # noqa: PLC0415
+
+            rep.rechecked = _recheck.ask(kubeapi.connect(kubeconfig, context), rep.recheck)
         code = int(ExitCode.FOUND if rep.leaks else ExitCode.OK)
         if output is LeakOutput.csv:
             _leaks.to_csv(rep, sys.stdout)

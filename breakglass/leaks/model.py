@@ -65,9 +65,10 @@ class LeakReport:
     outside_window: int = 0  # leaks the log holds outside --since/--until
     lines_too_deep: int = 0  # JSON nested past jsonarray.MAX_DEPTH: skipped unread (an attacker's request can be)
     sources: list[str] = field(default_factory=list)
+    rechecked: list = field(default_factory=list)  # leaks.recheck.Verdict per object asked again (--recheck)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return asdict(self)  # Verdicts are dataclasses too
 
 
 def parse_time(text: str) -> datetime:
