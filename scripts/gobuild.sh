@@ -26,6 +26,8 @@ ldflags_for() {  # component version -> the -X flags upstream's release build se
       echo "-s -w -X k8s.io/component-base/version.gitVersion=v$2 -X k8s.io/component-base/version.gitMajor=1" \
            "-X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean" ;;
     kine) echo "-s -w -X github.com/k3s-io/kine/pkg/version.Version=v$2" ;;
+    kyverno) echo "-s -w -X github.com/kyverno/kyverno/pkg/version.BuildVersion=v$2" ;;
+    gatekeeper) echo "-s -w -X github.com/open-policy-agent/gatekeeper/v3/pkg/version.Version=v$2" ;;
     helm)  # helm's Makefile: its version, and the Kubernetes version of its client-go (1.<minor of v0.minor>)
       local kminor; kminor=$(sed -n 's|^\s*k8s.io/client-go v0\.\([0-9]*\)\..*|\1|p' "$root/go/helm/v$2.mod")
       echo "-s -w -X helm.sh/helm/v3/internal/version.version=v$2 -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
@@ -50,12 +52,17 @@ build_env_for() {
   esac
 }
 
-# component -> the package built: our main.go in go/<component>, or (helm, whose cmd/helm is a main package that
-# cannot be imported) upstream's own main package, named by the .mod's `tool` directive.
-package_for() {
+# component -> what is built, one "<package> <binary name>" a line: our main.go in go/<component>, or upstream's own
+# main packages (which cannot be imported), named by the .mod's `tool` directive: helm's cmd/helm, konnectivity's
+# server and agent, Gatekeeper's module root, Kyverno's admission controller.
+packages_for() {
   case "$1" in
-    helm) echo "helm.sh/helm/v3/cmd/helm" ;;
-    *) echo "." ;;
+    helm) echo "helm.sh/helm/v3/cmd/helm helm" ;;
+    konnectivity) echo "sigs.k8s.io/apiserver-network-proxy/cmd/server konnectivity-server"
+                  echo "sigs.k8s.io/apiserver-network-proxy/cmd/agent konnectivity-agent" ;;
+    gatekeeper) echo "github.com/open-policy-agent/gatekeeper/v3 gatekeeper" ;;
+    kyverno) echo "github.com/kyverno/kyverno/cmd/kyverno kyverno" ;;
+    *) echo ". $1" ;;
   esac
 }
 
@@ -63,12 +70,14 @@ want=("$@")
 grep -v '^\s*#' go/versions | while read -r component version; do
   [ -n "${component:-}" ] || continue
   if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " =~ " $component " ]]; then continue; fi
-  out="$root/build/$component/v$version/$component"
-  mkdir -p "$(dirname "$out")"
+  dir="$root/build/$component/v$version"
+  mkdir -p "$dir"
   start=$(date +%s)
-  echo "gobuild: $component v$version -> ${out#"$root"/}"
   read -r cgo tags < <(build_env_for "$component")
-  (cd "go/$component" && CGO_ENABLED=$cgo go build -modfile="v$version.mod" -trimpath -tags="${tags:-}" \
-     -ldflags "$(ldflags_for "$component" "$version")" -o "$out" "$(package_for "$component")")
+  while read -r package name; do
+    echo "gobuild: $component v$version -> ${dir#"$root"/}/$name"
+    (cd "go/$component" && CGO_ENABLED=$cgo go build -modfile="v$version.mod" -trimpath -tags="${tags:-}" \
+       -ldflags "$(ldflags_for "$component" "$version")" -o "$dir/$name" "$package") </dev/null
+  done < <(packages_for "$component")
   echo "gobuild: $component v$version built in $(( $(date +%s) - start ))s"
 done

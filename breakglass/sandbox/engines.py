@@ -1,0 +1,287 @@
+"""The real policy engines, out of cluster, against a sandbox's (or a test's) real kube-apiserver.
+
+Kyverno and Gatekeeper own the webhooks of the seeds, and what they do to their configurations (Kyverno re-creates
+a deleted one and rewrites a patched one within a second; Gatekeeper's rotator injects its CA) decides whether a
+recovery, a revert and a lasting fix hold. So they run here as they ship: upstream's main packages built by
+`make go-components` (go/versions), installed from the manifests in the same module zips (CRDs, namespace,
+ConfigMaps, RBAC: everything but the Deployments, which have no kubelet to run them), then started as processes
+with the flags their Deployments pass plus what running out of cluster needs (reference/real-components.md):
+
+- Kyverno: ``--kubeconfig``, ``--serverIP=127.0.0.1:PORT`` (it then registers ``url:`` webhooks to that address
+  and puts the IP in its own certificate), ``--webhookServerHost/Port``, its CA and TLS Secrets; it registers its
+  own webhook configurations, as in a cluster.
+- Gatekeeper: see ``Gatekeeper`` (its webhooks are the shipped ones, rewritten to ``url:``).
+
+Nothing here is a stand-in: a machine without the builds says so (``missing``), and the sandbox keeps its
+admit-everything backend, named as the stand-in it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+
+from breakglass.core.errors import BadInput, Unreachable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# what an install applies, in this order (CRDs and the namespace before what lives in them)
+_ORDER = ("Namespace", "CustomResourceDefinition", "ServiceAccount", "ConfigMap", "Secret", "ClusterRole",
+          "ClusterRoleBinding", "Role", "RoleBinding", "Service", "PodDisruptionBudget")
+_PATHS = {  # kind -> (API prefix, plural, namespaced)
+    "Namespace": ("/api/v1", "namespaces", False),
+    "ServiceAccount": ("/api/v1", "serviceaccounts", True),
+    "ConfigMap": ("/api/v1", "configmaps", True),
+    "Secret": ("/api/v1", "secrets", True),
+    "Service": ("/api/v1", "services", True),
+    "Pod": ("/api/v1", "pods", True),
+    "CustomResourceDefinition": ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
+    "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
+    "ValidatingWebhookConfiguration": ("/apis/admissionregistration.k8s.io/v1",
+                                       "validatingwebhookconfigurations", False),
+    "MutatingWebhookConfiguration": ("/apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations",
+                                     False),
+}
+
+
+def versions(component: str) -> list[str]:
+    """The versions of ``component`` go/versions lists."""
+    out = []
+    try:
+        with open(os.path.join(ROOT, "go", "versions"), encoding="utf-8") as f:
+            for line in f:
+                parts = line.split("#", 1)[0].split()
+                if len(parts) == 2 and parts[0] == component:
+                    out.append(parts[1])
+    except OSError:
+        pass
+    return out
+
+
+def binary(component: str, name: str | None = None) -> str | None:
+    """The built binary ``name`` (default ``component``) of the newest listed version, or None."""
+    for v in reversed(versions(component)):
+        path = os.path.join(ROOT, "build", component, f"v{v}", name or component)
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def module_dir(module: str, version: str) -> str:
+    """The module's unpacked zip in Go's module cache (where `make go-components` left it); fetched with
+    `go mod download` if the cache was cleaned."""
+    cache = os.environ.get("GOMODCACHE") or _go_env("GOMODCACHE") or os.path.expanduser("~/go/pkg/mod")
+    escaped = "".join("!" + c.lower() if c.isupper() else c for c in module)  # the cache's case escaping
+    path = os.path.join(cache, f"{escaped}@v{version}")
+    if os.path.isdir(path):
+        return path
+    go = shutil.which("go")
+    if go:
+        p = subprocess.run([go, "mod", "download", "-json", f"{module}@v{version}"], capture_output=True,
+                           timeout=600, check=False)
+        try:
+            d = json.loads(p.stdout or b"{}").get("Dir")
+        except ValueError:
+            d = None
+        if d and os.path.isdir(d):
+            return d
+    raise Unreachable(f"{module}@v{version} is not in Go's module cache ({cache}): run make go-components")
+
+
+def _go_env(name: str) -> str | None:
+    go = shutil.which("go")
+    if not go:
+        return None
+    try:
+        return subprocess.run([go, "env", name], capture_output=True, text=True, timeout=60,
+                              check=False).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def manifests(path: str, skip=("Deployment", "Job", "CronJob", "DaemonSet", "StatefulSet")) -> list[dict]:
+    """The objects of a multi-document YAML install, minus workloads nothing here would run."""
+    import yaml  # noqa: PLC0415
+
+    with open(path, encoding="utf-8") as f:
+        docs = [d for d in yaml.safe_load_all(f) if isinstance(d, dict) and d.get("kind")]
+    return [d for d in docs if d["kind"] not in skip]
+
+
+def object_path(obj: dict, name: bool = True) -> str:
+    kind = obj.get("kind")
+    if kind not in _PATHS:
+        raise BadInput(f"no API path known for kind {kind!r}")
+    prefix, plural, namespaced = _PATHS[kind]
+    meta = obj.get("metadata") or {}
+    ns = f"/namespaces/{meta.get('namespace') or 'default'}" if namespaced else ""
+    return f"{prefix}{ns}/{plural}" + (f"/{meta['name']}" if name else "")
+
+
+def apply(client, objects: list[dict]) -> list[str]:
+    """Create each object (kubectl create: an existing one is left as it is); what was skipped, by kind."""
+    skipped = []
+    rank = {k: i for i, k in enumerate(_ORDER)}
+    for obj in sorted(objects, key=lambda o: rank.get(o["kind"], len(_ORDER))):
+        if obj["kind"] not in _PATHS:
+            skipped.append(obj["kind"])
+            continue
+        status, out = client.call("POST", object_path(obj, name=False), obj)
+        if status not in (200, 201, 202, 409):
+            raise Unreachable(f"installing {obj['kind']}/{obj['metadata'].get('name')}: HTTP {status}: "
+                              f"{out.get('message', out)}")
+        if obj["kind"] == "CustomResourceDefinition":
+            _established(client, obj["metadata"]["name"])
+    return skipped
+
+
+def _established(client, name: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+    while time.monotonic() < deadline:
+        status, crd = client.call("GET", path)
+        conds = {c.get("type"): c.get("status") for c in (crd.get("status") or {}).get("conditions") or []}
+        if status == 200 and conds.get("Established") == "True":
+            return
+        time.sleep(0.2)
+    raise Unreachable(f"CRD {name} did not become Established in {seconds:g} s")
+
+
+@dataclass
+class Engine:
+    """One engine's process: its argv and environment, and where it logs."""
+
+    name: str
+    argv: list[str]
+    env: dict
+    log: str
+
+    def start(self) -> subprocess.Popen:
+        with open(self.log, "ab") as out:
+            return subprocess.Popen(self.argv, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+                                    env={**os.environ, **self.env}, start_new_session=True)
+
+
+KYVERNO_MODULE = "github.com/kyverno/kyverno"
+KYVERNO_NS = "kyverno"
+
+
+def kyverno_install(version: str) -> list[dict]:
+    """Kyverno's own install manifest (config/install-latest-testing.yaml of its module), workloads aside."""
+    return manifests(os.path.join(module_dir(KYVERNO_MODULE, version), "config", "install-latest-testing.yaml"))
+
+
+def kyverno(directory: str, kubeconfig: str, port: int, extra: list[str] = ()) -> Engine:
+    """Kyverno's admission controller with its Deployment's flags, serving its webhooks on 127.0.0.1:PORT."""
+    path = binary("kyverno")
+    if path is None:
+        raise Unreachable("Kyverno is not built (make go-components builds it from its Go module)")
+    argv = [path, f"--kubeconfig={kubeconfig}", f"--serverIP=127.0.0.1:{port}", "--webhookServerHost=127.0.0.1",
+            f"--webhookServerPort={port}", "--caSecretName=kyverno-svc.kyverno.svc.kyverno-tls-ca",
+            "--tlsSecretName=kyverno-svc.kyverno.svc.kyverno-tls-pair", "--servicePort=443",
+            "--backgroundServiceAccountName=system:serviceaccount:kyverno:kyverno-background-controller",
+            "--reportsServiceAccountName=system:serviceaccount:kyverno:kyverno-reports-controller",
+            "--autoUpdateWebhooks=true", "--admissionReports=false", "--disableMetrics=true",
+            "--controllerRuntimeMetricsAddress=0", "--enableDeferredLoading=true", "--loggingFormat=text", "--v=2",
+            "--omitEvents=PolicyApplied,PolicySkipped,PolicyViolation,PolicyError", *extra]
+    env = {"INIT_CONFIG": "kyverno", "METRICS_CONFIG": "kyverno-metrics", "KYVERNO_NAMESPACE": KYVERNO_NS,
+           "KYVERNO_POD_NAME": "kyverno-admission-controller-0",
+           "KYVERNO_SERVICEACCOUNT_NAME": "kyverno-admission-controller",
+           "KYVERNO_ROLE_NAME": "kyverno:admission-controller", "KYVERNO_SVC": "kyverno-svc",
+           "KYVERNO_DEPLOYMENT": "kyverno-admission-controller", "TUF_ROOT": os.path.join(directory, "sigstore")}
+    return Engine("kyverno", argv, env, os.path.join(directory, "kyverno.log"))
+
+
+# a policy on every kind, as in the seed: Kyverno then registers validate.kyverno.svc-fail, failurePolicy Fail, on
+# every resource; it denies only objects labelled breakglass-deny (so the cluster keeps working while it runs)
+KYVERNO_POLICY = {
+    "apiVersion": "kyverno.io/v1", "kind": "ClusterPolicy",
+    "metadata": {"name": "deny-labelled"},
+    "spec": {"validationFailureAction": "Enforce", "background": False, "failurePolicy": "Fail",
+             "rules": [{"name": "no-deny-label", "match": {"any": [{"resources": {"kinds": ["*"]}}]},
+                        "validate": {"message": "objects labelled breakglass-deny are refused",
+                                     "pattern": {"metadata": {"=(labels)": {"X(breakglass-deny)": "null"}}}}}]},
+}
+
+
+GATEKEEPER_MODULE = "github.com/open-policy-agent/gatekeeper/v3"
+GATEKEEPER_NS = "gatekeeper-system"
+GATEKEEPER_POD = "gatekeeper-controller-manager-0"
+
+
+def gatekeeper_install(version: str, url: str, ca_bundle: str) -> list[dict]:
+    """Gatekeeper's own install (deploy/gatekeeper.yaml of its module), workloads aside, with its shipped webhooks
+    sent to ``url`` (it registers none itself: out of cluster there is no Service to reach it by) and a Pending
+    Pod of the name it runs as (it reads its own Pod at start)."""
+    objs = manifests(os.path.join(module_dir(GATEKEEPER_MODULE, version), "deploy", "gatekeeper.yaml"))
+    for o in objs:
+        for w in o.get("webhooks") or [] if o["kind"].endswith("WebhookConfiguration") else []:
+            path = ((w.get("clientConfig") or {}).get("service") or {}).get("path") or ""
+            w["clientConfig"] = {"url": url.rstrip("/") + path, "caBundle": ca_bundle}
+    objs.append({"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": GATEKEEPER_POD, "namespace": GATEKEEPER_NS,
+                              "labels": {"control-plane": "controller-manager", "gatekeeper.sh/system": "yes"}},
+                 "spec": {"serviceAccountName": "gatekeeper-admin", "automountServiceAccountToken": False,
+                          "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                          "containers": [{"name": "manager", "image": "openpolicyagent/gatekeeper:v" + version,
+                                          "securityContext": {"allowPrivilegeEscalation": False,
+                                                              "capabilities": {"drop": ["ALL"]}}}]}})
+    # (its namespace enforces the restricted Pod Security level, as its Deployment's pods satisfy)
+    return objs
+
+
+def gatekeeper(directory: str, kubeconfig: str, port: int, cert_dir: str) -> Engine:
+    """Gatekeeper's manager (webhook, audit, status and the constraint CRDs' generation, its default operations)
+    serving on 127.0.0.1:PORT with the certificate in ``cert_dir`` (tls.crt/tls.key for 127.0.0.1): its own cert
+    rotation names only the Service's DNS name, which a ``url:`` call to loopback cannot verify."""
+    path = binary("gatekeeper")
+    if path is None:
+        raise Unreachable("Gatekeeper is not built (make go-components builds it from its Go module)")
+    free = _free_port
+    argv = [path, f"--port={port}", "--host=127.0.0.1", f"--cert-dir={cert_dir}", "--disable-cert-rotation",
+            f"--health-addr=127.0.0.1:{free()}", f"--metrics-addr=127.0.0.1:{free()}", "--logtostderr",
+            f"--exempt-namespace={GATEKEEPER_NS}", "--disable-opa-builtin={http.send}"]
+    env = {"KUBECONFIG": kubeconfig, "POD_NAMESPACE": GATEKEEPER_NS, "POD_NAME": GATEKEEPER_POD,
+           "NAMESPACE": GATEKEEPER_NS, "CONTAINER_NAME": "manager"}
+    return Engine("gatekeeper", argv, env, os.path.join(directory, "gatekeeper.log"))
+
+
+def _free_port() -> int:
+    from breakglass.sandbox import free_port  # noqa: PLC0415 - the package imports this module's siblings
+
+    return free_port()
+
+
+# a ConstraintTemplate and a constraint of the fail-open seed: ConfigMaps must carry an owner label
+GATEKEEPER_TEMPLATE = {
+    "apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate",
+    "metadata": {"name": "k8srequiredlabels"},
+    "spec": {"crd": {"spec": {"names": {"kind": "K8sRequiredLabels"},
+                              "validation": {"openAPIV3Schema": {"type": "object", "properties": {
+                                  "labels": {"type": "array", "items": {"type": "string"}}}}}}},
+             "targets": [{"target": "admission.k8s.gatekeeper.sh", "rego": (
+                 "package k8srequiredlabels\n"
+                 "violation[{\"msg\": msg}] {\n"
+                 "  provided := {l | input.review.object.metadata.labels[l]}\n"
+                 "  required := {l | l := input.parameters.labels[_]}\n"
+                 "  missing := required - provided\n"
+                 "  count(missing) > 0\n"
+                 "  msg := sprintf(\"missing required labels: %v\", [missing])\n"
+                 "}\n")}]},
+}
+GATEKEEPER_CONSTRAINT = {
+    "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "K8sRequiredLabels",
+    "metadata": {"name": "configmaps-need-owner"},
+    "spec": {"enforcementAction": "deny",
+             "match": {"kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}], "namespaces": ["default"]},
+             "parameters": {"labels": ["owner"]}},
+}

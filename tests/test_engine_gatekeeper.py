@@ -1,0 +1,196 @@
+"""The real Gatekeeper in the loop (issue 35): its shipped webhooks, one of them fail-closed, on a real
+kube-apiserver 1.34; what breakglass' audit and diagnose say of them; and the lasting fix in Gatekeeper's own
+Helm value.
+
+Gatekeeper's manager is upstream's module root built by `make go-components`, out of cluster on loopback with the
+sandbox's serving certificate (its cert rotation names only the Service, which a url: call cannot verify), its
+install from deploy/gatekeeper.yaml in the same module zip with the webhooks sent to it by url:. A separate
+apiserver for the module (tests/real_apiserver_session.RealApiserver), its log and Gatekeeper's kept in the test's
+directory. Nothing is timed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from breakglass.sandbox import engines, free_port
+from tests.conftest import run_cli
+from tests.real_apiserver_session import RealApiserver
+from tests.real_control_plane import binary_for, require
+
+CFG = "gatekeeper-validating-webhook-configuration"
+FAIL_OPEN, FAIL_CLOSED = "validation.gatekeeper.sh", "check-ignore-label.gatekeeper.sh"
+VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
+
+
+class Gatekeeper:
+    def __init__(self, directory: str, api: RealApiserver) -> None:
+        self.dir, self.api, self.client = directory, api, api.client
+        self.kubeconfig = api.layout.kubeconfig
+        self.port = free_port()
+        self.cert_dir = os.path.join(directory, "gatekeeper-certs")
+        os.makedirs(self.cert_dir, exist_ok=True)
+        shutil.copy(api.pki.webhook_cert, os.path.join(self.cert_dir, "tls.crt"))
+        shutil.copy(api.pki.webhook_key, os.path.join(self.cert_dir, "tls.key"))
+        shutil.copy(api.pki.ca, os.path.join(self.cert_dir, "ca.crt"))
+        with open(api.pki.ca, "rb") as f:
+            self.bundle = base64.b64encode(f.read()).decode()
+        self.engine = engines.gatekeeper(directory, self.kubeconfig, self.port, self.cert_dir)
+        self.proc: subprocess.Popen | None = None
+        self.probes: set = set()  # ConfigMaps that got in while it was starting (failing open)
+
+    def logs(self) -> str:
+        return f"(logs: {self.engine.log}, {self.api.layout.log})"
+
+    def start(self) -> None:
+        self.proc = self.engine.start()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+        self.proc = None
+
+    def until(self, what: str, test, seconds: float = 180):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            got = test()
+            if got:
+                return got
+            if self.proc is not None and self.proc.poll() is not None:
+                pytest.fail(f"Gatekeeper exited ({self.proc.returncode}) while waiting for {what} {self.logs()}")
+            time.sleep(0.3)
+        pytest.fail(f"never in {seconds:g} s: {what} {self.logs()}")
+
+    def cli(self, *args: str, timeout: float = 300):
+        env = {"BREAKGLASS_STATE_DIR": os.path.join(self.dir, "state"), "KUBECONFIG": self.kubeconfig}
+        return run_cli(*args, env=env, timeout=timeout)
+
+    def configmap(self, name: str, labels: dict | None = None) -> tuple[int, dict]:
+        return self.client.call("POST", "/api/v1/namespaces/default/configmaps",
+                                {"metadata": {"name": name, "labels": labels or {}}})
+
+
+@pytest.fixture(scope="module")
+def gk(tmp_path_factory):
+    _, apiserver_bin = binary_for("1.34")
+    version = engines.versions("gatekeeper")[-1]
+    require(engines.binary("gatekeeper") or os.path.join(engines.ROOT, "build", "gatekeeper", f"v{version}",
+                                                         "gatekeeper"))
+    directory = str(tmp_path_factory.mktemp("gatekeeper"))
+    api = RealApiserver(directory, apiserver_bin).start()
+    g = Gatekeeper(directory, api)
+    try:
+        engines.apply(api.client, engines.gatekeeper_install(version, f"https://127.0.0.1:{g.port}", g.bundle))
+        g.start()
+        g.until("the ConstraintTemplate accepted", lambda: g.client.call(
+            "POST", "/apis/templates.gatekeeper.sh/v1/constrainttemplates", engines.GATEKEEPER_TEMPLATE)[0]
+            in (200, 201, 409))
+        g.until("the constraint CRD made and the constraint accepted", lambda: g.client.call(
+            "POST", "/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels", engines.GATEKEEPER_CONSTRAINT)[0]
+            in (200, 201, 409))
+        g.probes = _denying(g)
+        yield g
+    finally:
+        g.kill()
+        api.stop()
+
+
+def test_gatekeeper_denies_while_it_runs(gk):
+    status, doc = gk.configmap("no-owner")
+    assert status == 403 and "missing required labels" in doc.get("message", ""), doc
+    status, _ = gk.configmap("has-owner", {"owner": "team-a"})
+    assert status == 201
+
+
+def test_audit_names_gatekeepers_fail_closed_namespace_webhook_and_its_owner(gk):
+    p = gk.cli("audit", "--kubeconfig", gk.kubeconfig, "-o", "json", "--verbose")
+    assert p.returncode in (0, 3, 4, 5, 6), p.stderr.decode()
+    findings = json.loads(p.stdout)["result"]["findings"]
+    closed = [f for f in findings if f["webhook"] == FAIL_CLOSED]
+    assert closed, findings
+    assert any("Namespace" in (f.get("kinds") or []) or "namespace" in f["explanation"].lower() for f in closed)
+    text = gk.cli("audit", "--kubeconfig", gk.kubeconfig, "--verbose")
+    out = text.stdout.decode()
+    assert FAIL_CLOSED in out
+
+
+def test_the_lasting_fix_for_gatekeeper_is_its_helm_value(gk):
+    from breakglass.webhooks import audit, model
+
+    status, cfg = gk.client.call("GET", VWC + CFG)
+    assert status == 200
+    c = model.from_json(cfg, "api")
+    fix = audit.fix_for(c.resource, c.name, FAIL_OPEN, cfg=c)
+    assert fix.lasting is not None and fix.lasting.form == "gatekeeper-values", fix
+    assert "validatingWebhookMatchConditions" in fix.lasting.snippet
+    assert "helm upgrade" in fix.lasting.command and "--reuse-values" in fix.lasting.command
+
+
+def test_killed_gatekeeper_fails_open_on_configmaps_and_closed_on_namespaces_and_diagnose_says_which(gk):
+    gk.kill()
+    try:
+        status, doc = gk.configmap("leaked-no-owner")
+        assert status == 201, doc  # validation.gatekeeper.sh fails open: the violation gets in
+        status, doc = gk.configmap("leaked-with-owner", {"owner": "team-a"})
+        assert status == 201, doc  # a compliant one gets in the same way
+        status, doc = gk.client.call("POST", "/api/v1/namespaces", {"metadata": {"name": "blocked-ns"}})
+        assert status >= 500 and FAIL_CLOSED in json.dumps(doc), doc  # check-ignore-label fails closed
+        p = gk.cli("diagnose", gk.api.layout.log, "-o", "json")
+        assert p.returncode not in (1, 2), p.stderr.decode()
+        doc = json.loads(p.stdout)["result"]
+        named = {f.get("webhook") for f in doc.get("findings") or []}
+        assert FAIL_CLOSED in named, doc
+        closed = next(f for f in doc["findings"] if f.get("webhook") == FAIL_CLOSED)
+        assert closed.get("failure_policy", closed.get("failurePolicy", "Fail")) != "Ignore"
+    finally:
+        gk.start()
+
+
+def _denying(gk) -> set:
+    """Wait for Gatekeeper to deny again; the probes that got in meanwhile (it failed open while starting: they
+    are leaks too, and deleted at once), by name."""
+    admitted = set()
+
+    def denied() -> bool:
+        status, doc = gk.configmap(f"probe-{time.monotonic_ns()}")
+        if status == 201:
+            admitted.add(doc["metadata"]["name"])
+            gk.client.call("DELETE", f"/api/v1/namespaces/default/configmaps/{doc['metadata']['name']}")
+        return status == 403
+
+    gk.until("Gatekeeper denying again", denied)
+    return admitted
+
+
+def test_leaks_finds_what_got_in_and_recheck_asks_gatekeeper_again(gk):
+    """The fail-open seed's accounting: what got in while Gatekeeper was down, from the real audit log; then,
+    with Gatekeeper back, which of those it now rejects (the violating ConfigMap) and which it admits."""
+    probes = _denying(gk)
+    p = gk.cli("leaks", "--audit-log", gk.api.layout.audit_log, "--webhook", FAIL_OPEN, "--recheck",
+               "--kubeconfig", gk.kubeconfig, "-o", "json")
+    assert p.returncode == 3, p.stderr.decode()  # requests got in
+    rep = json.loads(p.stdout)["result"]
+    leaked = {(x["verb"], x["namespace"], x["name"]) for x in rep["leaks"] if x["resource"] == "configmaps"}
+    assert leaked == {("create", "default", "leaked-no-owner"), ("create", "default", "leaked-with-owner")} | {
+        ("create", "default", n) for n in probes | gk.probes}, leaked  # exactly what got in: nothing missed, nothing invented
+    now = {(v["name"]): v for v in rep["rechecked"] if v["resource"] == "configmaps"}
+    assert now["leaked-no-owner"]["outcome"] == "rejected", now
+    assert "missing required labels" in now["leaked-no-owner"]["reason"]
+    assert now["leaked-with-owner"]["outcome"] == "admitted", now
+    text = gk.cli("leaks", "--audit-log", gk.api.layout.audit_log, "--webhook", FAIL_OPEN, "--recheck",
+                  "--kubeconfig", gk.kubeconfig)
+    out = text.stdout.decode()
+    assert "REJECTED" in out and "leaked-no-owner" in out, out
+    # nothing changed: both still there, as they were
+    for name in ("leaked-no-owner", "leaked-with-owner"):
+        status, _ = gk.client.call("GET", f"/api/v1/namespaces/default/configmaps/{name}")
+        assert status == 200

@@ -1,0 +1,241 @@
+"""The real Kyverno in the loop (issue 35): what it does to its own webhook configurations, and whether what
+breakglass says and does holds while it acts.
+
+One real kube-apiserver 1.34 and etcd for the module (tests/real_apiserver_session.RealApiserver, a second
+instance: Kyverno's webhooks and CRDs must not reach the shared one), Kyverno's own install from its module zip,
+its admission controller built from upstream's cmd/kyverno, out of cluster on loopback, and a ClusterPolicy on
+every kind (the seed's shape: Kyverno registers validate.kyverno.svc-fail, Fail, on every resource). Nothing
+is timed: each wait polls until Kyverno has acted (or a generous deadline says it never did). Kyverno's log and
+the apiserver's stay in the test's directory (printed on failure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from breakglass.sandbox import engines, free_port
+from tests.conftest import run_cli
+from tests.real_apiserver_session import RealApiserver
+from tests.real_control_plane import binary_for, require
+
+RESOURCE_CFG = "kyverno-resource-validating-webhook-cfg"
+HOOK = "validate.kyverno.svc-fail"
+VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
+
+
+class Kyverno:
+    def __init__(self, directory: str, apiserver: RealApiserver) -> None:
+        self.dir, self.api = directory, apiserver
+        self.client = apiserver.client
+        self.kubeconfig = apiserver.layout.kubeconfig
+        self.port = free_port()
+        self.engine = engines.kyverno(directory, self.kubeconfig, self.port)
+        self.proc: subprocess.Popen | None = None
+
+    def logs(self) -> str:
+        return f"(logs: {self.engine.log}, {self.api.layout.log})"
+
+    def start(self) -> None:
+        self.proc = self.engine.start()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+        self.proc = None
+
+    def get(self, name: str = RESOURCE_CFG) -> dict | None:
+        status, doc = self.client.call("GET", VWC + name)
+        return doc if status == 200 else None
+
+    def hook(self, cfg: dict | None, name: str = HOOK) -> dict | None:
+        return next((w for w in (cfg or {}).get("webhooks") or [] if w.get("name") == name), None)
+
+    def until(self, what: str, test, seconds: float = 120):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            got = test()
+            if got:
+                return got
+            if self.proc is not None and self.proc.poll() is not None:
+                pytest.fail(f"Kyverno exited ({self.proc.returncode}) while waiting for {what} {self.logs()}")
+            time.sleep(0.2)
+        pytest.fail(f"Kyverno never did this in {seconds:g} s: {what} {self.logs()}")
+
+    def cli(self, *args: str, timeout: float = 300):
+        env = {"BREAKGLASS_STATE_DIR": os.path.join(self.dir, "state"), "KUBECONFIG": self.kubeconfig}
+        return run_cli(*args, env=env, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def kyverno(tmp_path_factory):
+    _, apiserver_bin = binary_for("1.34")
+    built = engines.binary("kyverno")
+    require(built or os.path.join(engines.ROOT, "build", "kyverno", f"v{engines.versions('kyverno')[-1]}",
+                                  "kyverno"))
+    directory = str(tmp_path_factory.mktemp("kyverno"))
+    api = RealApiserver(directory, apiserver_bin).start()
+    k = Kyverno(directory, api)
+    try:
+        engines.apply(api.client, engines.kyverno_install(engines.versions("kyverno")[-1]))
+        k.start()
+        k.until("its webhook configurations registered", lambda: k.get())
+        k.until("the ClusterPolicy accepted", lambda: k.client.call(
+            "POST", "/apis/kyverno.io/v1/clusterpolicies", engines.KYVERNO_POLICY)[0] in (200, 201, 409))
+        k.until(f"{HOOK} registered for the policy", lambda: k.hook(k.get()))
+        yield k
+    finally:
+        k.stop()
+        api.stop()
+
+
+def _running(k: Kyverno) -> dict:
+    """Kyverno up and its fail-closed webhook registered, whatever the test before left."""
+    if k.proc is None:
+        k.start()
+    return k.until(f"{HOOK} in {RESOURCE_CFG}", lambda: (c := k.get()) and k.hook(c) and c)
+
+
+def test_the_webhook_is_the_seeds_and_kyverno_owns_it(kyverno):
+    cfg = _running(kyverno)
+    w = kyverno.hook(cfg)
+    assert w["failurePolicy"] == "Fail"
+    assert cfg["metadata"]["labels"].get("webhook.kyverno.io/managed-by") == "kyverno"
+    p = kyverno.cli("webhooks", "--kubeconfig", kyverno.kubeconfig, "-o", "json")
+    assert p.returncode == 0, p.stderr.decode()
+
+
+def test_a_delete_while_kyverno_runs_is_futile_and_breakglass_says_so_first(kyverno):
+    cfg = _running(kyverno)
+    p = kyverno.cli("recover", "kubeapi", "--kubeconfig", kyverno.kubeconfig, "--webhook", HOOK, "--action",
+                    "delete", "--dry-run")
+    said = (p.stdout + p.stderr).decode()
+    assert "Kyverno re-creates this configuration within a second while it is healthy" in said, said
+    assert kyverno.get()["metadata"]["uid"] == cfg["metadata"]["uid"]  # a dry run changed nothing
+    # and what it said is what Kyverno does: deleted, it is back (another object)
+    status, _ = kyverno.client.call("DELETE", VWC + RESOURCE_CFG)
+    assert status == 200
+    back = kyverno.until("the deleted configuration re-created", lambda: (c := kyverno.get()) and
+                         c["metadata"]["uid"] != cfg["metadata"]["uid"] and kyverno.hook(c) and c)
+    assert kyverno.hook(back)["failurePolicy"] == "Fail"
+
+
+def test_a_direct_patch_is_undone_and_the_audit_gives_kyvernos_own_form(kyverno):
+    _running(kyverno)
+    p = kyverno.cli("audit", "--kubeconfig", kyverno.kubeconfig, "-o", "json")
+    assert p.returncode in (0, 3, 4, 5, 6), p.stderr.decode()  # findings have their own exit code
+    findings = json.loads(p.stdout)["result"]["findings"]
+    fix = next(f["fix"] for f in findings if f["webhook"] == HOOK and f.get("fix"))
+    assert fix["lasting"]["form"] == "kyverno-config" and fix["lasting"]["owner"] == "Kyverno", fix["lasting"]
+    # the direct patch (what audit printed before issue 35): Kyverno undoes it
+    direct = subprocess.run(["bash", "-c", fix["command"]], env={**os.environ, "KUBECONFIG": kyverno.kubeconfig},
+                            capture_output=True, timeout=60)
+    assert direct.returncode == 0, direct.stderr.decode()
+    names = {c["name"] for c in fix["match_conditions"]}
+    kyverno.until("the patched matchConditions undone", lambda: not names & {
+        c["name"] for c in kyverno.hook(kyverno.get()).get("matchConditions") or []})
+    # the lasting form: Kyverno's ConfigMap. Kyverno puts the conditions in its webhook itself...
+    lasting = subprocess.run(["bash", "-c", fix["lasting"]["command"]],
+                             env={**os.environ, "KUBECONFIG": kyverno.kubeconfig}, capture_output=True, timeout=60)
+    assert lasting.returncode == 0, lasting.stderr.decode()
+    kyverno.until("Kyverno's own webhook carrying the ConfigMap's matchConditions", lambda: names <= {
+        c["name"] for c in kyverno.hook(kyverno.get()).get("matchConditions") or []})
+    # ...and keeps them through a reconcile: a patch of another field is rewritten, the conditions stay
+    cur = kyverno.get()
+    i = [w["name"] for w in cur["webhooks"]].index(HOOK)
+    status, _ = kyverno.client.call("PATCH", VWC + RESOURCE_CFG, [
+        {"op": "replace", "path": f"/webhooks/{i}/failurePolicy", "value": "Ignore"}], "application/json-patch+json")
+    assert status == 200
+    kyverno.until("the failurePolicy rewritten to Fail", lambda: kyverno.hook(kyverno.get())["failurePolicy"] == "Fail")
+    assert names <= {c["name"] for c in kyverno.hook(kyverno.get()).get("matchConditions") or []}
+    # the conditions do what they say: a ServiceCIDR no longer goes to the webhook, with Kyverno stopped
+    kyverno.stop()
+    try:
+        status, doc = kyverno.client.call("POST", "/apis/networking.k8s.io/v1/servicecidrs", {
+            "metadata": {"name": "breakglass-test"}, "spec": {"cidrs": ["10.200.0.0/24"]}})
+        assert status == 201, doc  # as the apiserver's own bootstrap write would be
+        status, doc = kyverno.client.call("POST", "/api/v1/namespaces/default/configmaps", {
+            "metadata": {"name": "not-exempt"}})
+        assert status >= 500 and HOOK in json.dumps(doc), doc  # everything else still fails closed
+    finally:
+        kyverno.client.call("DELETE", "/apis/networking.k8s.io/v1/servicecidrs/breakglass-test")
+        status, _ = kyverno.client.call("PATCH", "/api/v1/namespaces/kyverno/configmaps/kyverno",
+                                        {"data": {"matchConditions": "[]"}}, "application/merge-patch+json")
+        kyverno.start()
+
+
+def test_revert_of_a_delete_meets_kyvernos_own_copy_and_leaves_it(kyverno):
+    """Kyverno down, the configuration deleted through the API (the seed's way out); Kyverno comes back and
+    re-creates it; the revert finds its owner's copy, says so, and does not overwrite it."""
+    cfg = _running(kyverno)
+    kyverno.stop()
+    p = kyverno.cli("recover", "kubeapi", "--kubeconfig", kyverno.kubeconfig, "-w", RESOURCE_CFG, "--action",
+                    "delete", "--yes", "-o", "json")
+    assert p.returncode in (0, 8), p.stderr.decode()
+    assert kyverno.get() is None
+    kyverno.start()
+    back = kyverno.until("Kyverno's copy", lambda: (c := kyverno.get()) and kyverno.hook(c) and c)
+    assert back["metadata"]["uid"] != cfg["metadata"]["uid"]
+    p = kyverno.cli("revert", "--yes", "--re-arm", "-o", "json")
+    said = (p.stdout + p.stderr).decode()
+    assert "put back by its owner, Kyverno" in said, said
+    assert "conflict" not in json.dumps([s.get("outcome") for s in _steps(p)]), said
+    now = kyverno.get()
+    assert now["metadata"]["uid"] == back["metadata"]["uid"]  # Kyverno's object, untouched by the revert
+
+
+def _steps(p) -> list[dict]:
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError:
+        return []
+    res = doc.get("result") or {}
+    return res.get("steps") or res.get("outcomes") or []
+
+
+def test_revert_with_kyverno_still_down_drops_a_dead_owner_and_takes_the_current_ca(kyverno):
+    """The backup names an ownerReference by uid and a caBundle; by the time of the revert the owner was
+    re-created (another uid) and the CA rotated. The copy breakglass re-creates must not carry either."""
+    cfg = _running(kyverno)
+    refs = cfg["metadata"].get("ownerReferences") or []
+    kyverno.stop()
+    # an owner for the test when this Kyverno set none (its ClusterRole selector), as its Helm chart's
+    if not refs:
+        role = kyverno.client.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", {
+            "metadata": {"name": "breakglass-test:webhook"}, "rules": []})
+        refs = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": role["metadata"]["name"],
+                 "uid": role["metadata"]["uid"]}]
+        cfg["metadata"]["ownerReferences"] = refs
+        cfg = kyverno.client.must("PUT", VWC + RESOURCE_CFG, cfg)
+    p = kyverno.cli("recover", "kubeapi", "--kubeconfig", kyverno.kubeconfig, "-w", RESOURCE_CFG, "--action",
+                    "delete", "--yes", "-o", "json")
+    assert p.returncode in (0, 8), p.stderr.decode()
+    # the owner re-created (a reinstall) and Kyverno's CA rotated
+    owner = refs[0]
+    path = f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{owner['name']}"
+    old = kyverno.client.must("GET", path)
+    kyverno.client.must("DELETE", path)
+    kyverno.client.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                        {k: v for k, v in old.items() if k != "metadata"} | {"metadata": {
+                            "name": old["metadata"]["name"], "labels": old["metadata"].get("labels") or {}}})
+    ns, name, key = ("kyverno", "kyverno-svc.kyverno.svc.kyverno-tls-ca", "tls.crt")
+    secret = kyverno.client.must("GET", f"/api/v1/namespaces/{ns}/secrets/{name}")
+    import base64
+
+    rotated = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nrotated-for-the-test\n-----END CERTIFICATE-----\n") \
+        .decode()
+    secret["data"][key] = rotated
+    kyverno.client.must("PUT", f"/api/v1/namespaces/{ns}/secrets/{name}", secret)
+    p = kyverno.cli("revert", "--yes", "--re-arm", "-o", "json")
+    said = (p.stdout + p.stderr).decode()
+    restored = kyverno.get()
+    assert restored is not None, said
+    assert "dropped the ownerReference" in said and "current CA" in said, said
+    assert not any(r.get("uid") == owner["uid"] for r in restored["metadata"].get("ownerReferences") or [])
+    assert {w["clientConfig"].get("caBundle") for w in restored["webhooks"]} == {rotated}
