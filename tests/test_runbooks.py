@@ -138,7 +138,8 @@ def test_runbook_commands_run_against_the_sandbox(tmp_path):
         for runbook, command in COMMANDS:
             tokens = shlex.split(command.split(" > ")[0])[1:]
             if tokens[0] not in SANDBOXABLE or any(t in tokens for t in (
-                    "--method", "--ssh", "--talos-node", "--kubeconfig", "--context", "--all-contexts", "--plan")) \
+                    "--method", "--ssh", "--talos-node", "--kubeconfig", "--context", "--all-contexts", "--plan",
+                    "--recheck")) \
                         and "etcd" not in tokens:
                 continue
             if tokens[0] in ("audit", "webhooks") and "-f" in tokens or "--diagnosis" in tokens:

@@ -154,6 +154,9 @@ class EtcdDelete:
             diff = (f"--- etcd {t.key.decode()} (mod_revision {kv.mod_revision}, {len(kv.value)} bytes{desc})\n"
                     f"+++ (deleted)\n")
             hook = self.held.get(f"{t.kind}/{t.name}")
+            warning = _owner_warning(kv.value)
+            if warning and not any(warning in n for n in self.notes):
+                self.notes.append(f"{t.name}: {warning}")
             steps.append(Step(
                 id=f"s{i}", target=t.key.decode(), action="delete",
                 summary=f"delete {model.KIND_NAME[t.kind]} {t.name} from etcd"
@@ -324,3 +327,12 @@ def _restored_by(backed_up: bytes, now: bytes):
     except BadInput:
         return None
     return owners.restored_by(a, b) if isinstance(a, dict) and isinstance(b, dict) else None
+
+
+def _owner_warning(value: bytes) -> str | None:
+    """What the configuration's owner does to a delete, from the stored object (None if it says nothing)."""
+    try:
+        obj = codec.decode_value(value).obj
+        return owners.of(model.from_json(obj, "etcd")).warning("delete") if isinstance(obj, dict) else None
+    except BadInput:
+        return None
