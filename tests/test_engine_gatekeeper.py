@@ -180,8 +180,10 @@ def test_leaks_finds_what_got_in_and_recheck_asks_gatekeeper_again(gk):
     assert p.returncode == 3, p.stderr.decode()  # requests got in
     rep = json.loads(p.stdout)["result"]
     leaked = {(x["verb"], x["namespace"], x["name"]) for x in rep["leaks"] if x["resource"] == "configmaps"}
-    assert leaked == {("create", "default", "leaked-no-owner"), ("create", "default", "leaked-with-owner")} | {
-        ("create", "default", n) for n in probes | gk.probes}, leaked  # exactly what got in: nothing missed, nothing invented
+    # nothing missed: both made while it was down; nothing invented: besides them, only probes that got a 201
+    # while it started (one admitted by a Gatekeeper not yet synced is no leak, one it could not answer is)
+    known = {("create", "default", "leaked-no-owner"), ("create", "default", "leaked-with-owner")}
+    assert known <= leaked <= known | {("create", "default", n) for n in probes | gk.probes}, leaked
     now = {(v["name"]): v for v in rep["rechecked"] if v["resource"] == "configmaps"}
     assert now["leaked-no-owner"]["outcome"] == "rejected", now
     assert "missing required labels" in now["leaked-no-owner"]["reason"]
