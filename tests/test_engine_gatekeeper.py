@@ -15,26 +15,25 @@ import base64
 import json
 import os
 import shutil
-import signal
-import subprocess
 import time
 
 import pytest
 
 from breakglass.sandbox import engines, free_port
-from tests.conftest import run_cli
 from tests.real_apiserver_session import RealApiserver
 from tests.real_control_plane import binary_for, require
+from tests.real_engines import EngineUnderTest
 
 CFG = "gatekeeper-validating-webhook-configuration"
 FAIL_OPEN, FAIL_CLOSED = "validation.gatekeeper.sh", "check-ignore-label.gatekeeper.sh"
 VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
 
 
-class Gatekeeper:
+class Gatekeeper(EngineUnderTest):
+    name = "Gatekeeper"
+
     def __init__(self, directory: str, api: RealApiserver) -> None:
-        self.dir, self.api, self.client = directory, api, api.client
-        self.kubeconfig = api.layout.kubeconfig
+        super().__init__(directory, api)
         self.port = free_port()
         self.cert_dir = os.path.join(directory, "gatekeeper-certs")
         os.makedirs(self.cert_dir, exist_ok=True)
@@ -44,35 +43,7 @@ class Gatekeeper:
         with open(api.pki.ca, "rb") as f:
             self.bundle = base64.b64encode(f.read()).decode()
         self.engine = engines.gatekeeper(directory, self.kubeconfig, self.port, self.cert_dir)
-        self.proc: subprocess.Popen | None = None
         self.probes: set = set()  # ConfigMaps that got in while it was starting (failing open)
-
-    def logs(self) -> str:
-        return f"(logs: {self.engine.log}, {self.api.layout.log})"
-
-    def start(self) -> None:
-        self.proc = self.engine.start()
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
-        self.proc = None
-
-    def until(self, what: str, test, seconds: float = 180):
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            got = test()
-            if got:
-                return got
-            if self.proc is not None and self.proc.poll() is not None:
-                pytest.fail(f"Gatekeeper exited ({self.proc.returncode}) while waiting for {what} {self.logs()}")
-            time.sleep(0.3)
-        pytest.fail(f"never in {seconds:g} s: {what} {self.logs()}")
-
-    def cli(self, *args: str, timeout: float = 300):
-        env = {"BREAKGLASS_STATE_DIR": os.path.join(self.dir, "state"), "KUBECONFIG": self.kubeconfig}
-        return run_cli(*args, env=env, timeout=timeout)
 
     def configmap(self, name: str, labels: dict | None = None) -> tuple[int, dict]:
         return self.client.call("POST", "/api/v1/namespaces/default/configmaps",

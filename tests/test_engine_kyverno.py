@@ -13,42 +13,30 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import time
 
 import pytest
 
 from breakglass.sandbox import engines, free_port
-from tests.conftest import run_cli
 from tests.real_apiserver_session import RealApiserver
 from tests.real_control_plane import binary_for, require
+from tests.real_engines import EngineUnderTest
 
 RESOURCE_CFG = "kyverno-resource-validating-webhook-cfg"
 HOOK = "validate.kyverno.svc-fail"
 VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
 
 
-class Kyverno:
+class Kyverno(EngineUnderTest):
+    name = "Kyverno"
+
     def __init__(self, directory: str, apiserver: RealApiserver) -> None:
-        self.dir, self.api = directory, apiserver
-        self.client = apiserver.client
-        self.kubeconfig = apiserver.layout.kubeconfig
+        super().__init__(directory, apiserver)
         self.port = free_port()
         self.engine = engines.kyverno(directory, self.kubeconfig, self.port)
-        self.proc: subprocess.Popen | None = None
-
-    def logs(self) -> str:
-        return f"(logs: {self.engine.log}, {self.api.layout.log})"
-
-    def start(self) -> None:
-        self.proc = self.engine.start()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
-        self.proc = None
+        self.kill()
 
     def get(self, name: str = RESOURCE_CFG) -> dict | None:
         status, doc = self.client.call("GET", VWC + name)
@@ -56,21 +44,6 @@ class Kyverno:
 
     def hook(self, cfg: dict | None, name: str = HOOK) -> dict | None:
         return next((w for w in (cfg or {}).get("webhooks") or [] if w.get("name") == name), None)
-
-    def until(self, what: str, test, seconds: float = 120):
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            got = test()
-            if got:
-                return got
-            if self.proc is not None and self.proc.poll() is not None:
-                pytest.fail(f"Kyverno exited ({self.proc.returncode}) while waiting for {what} {self.logs()}")
-            time.sleep(0.2)
-        pytest.fail(f"Kyverno never did this in {seconds:g} s: {what} {self.logs()}")
-
-    def cli(self, *args: str, timeout: float = 300):
-        env = {"BREAKGLASS_STATE_DIR": os.path.join(self.dir, "state"), "KUBECONFIG": self.kubeconfig}
-        return run_cli(*args, env=env, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

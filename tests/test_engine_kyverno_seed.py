@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import time
 
-import pytest
 
 from breakglass.sandbox import apiserver as launcher
 from breakglass.sandbox import engines, free_port
 from tests.conftest import run_cli
 from tests.real_apiserver_session import RealApiserver
 from tests.real_control_plane import binary_for, require, stop_group
+from tests.real_engines import kill, wait_for
 
 CFG = "kyverno-resource-validating-webhook-cfg"
 HOOK = "validate.kyverno.svc-fail"
@@ -42,13 +40,7 @@ class Upgradable(RealApiserver):
 
 
 def _wait(what: str, test, seconds: float = 180, logs: str = ""):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = test()
-        if got:
-            return got
-        time.sleep(0.3)
-    pytest.fail(f"never in {seconds:g} s: {what} {logs}")
+    return wait_for(what, test, seconds, logs=logs)
 
 
 def test_the_seed_upgrade_deadlocks_on_kyverno_and_the_etcd_way_out_heals_it(tmp_path):
@@ -71,8 +63,7 @@ def test_the_seed_upgrade_deadlocks_on_kyverno_and_the_etcd_way_out_heals_it(tmp
         _wait(f"{HOOK} registered", lambda: any(w["name"] == HOOK for w in c.call("GET", VWC + CFG)[1].get(
             "webhooks") or []), logs=logs)
         # the outage: Kyverno down (its pods not scheduled yet), then the control plane upgraded to 1.34
-        os.killpg(kyverno_proc.pid, signal.SIGKILL)
-        kyverno_proc.wait(30)
+        kill(kyverno_proc)
         kyverno_proc = None
         proc = api.restart_as(new)
         client = launcher.Client(api.url, api.pki)
@@ -110,9 +101,7 @@ def test_the_seed_upgrade_deadlocks_on_kyverno_and_the_etcd_way_out_heals_it(tmp
         assert now["metadata"]["uid"] == back["metadata"]["uid"]  # Kyverno's own, not our backup
         assert client.readyz()[0] == 200
     finally:
-        if kyverno_proc is not None and kyverno_proc.poll() is None:
-            os.killpg(kyverno_proc.pid, signal.SIGKILL)
-            kyverno_proc.wait(30)
+        kill(kyverno_proc)
         api.stop()
 
 

@@ -1,0 +1,63 @@
+"""A real policy engine (breakglass.sandbox.engines) under test: one process on a test's real apiserver, started,
+SIGKILLed (an outage), waited on without timing anything, and breakglass run against the same cluster. Its log
+and the apiserver's stay in the test's directory and are named in every failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+def wait_for(what: str, test, seconds: float = 180, proc: subprocess.Popen | None = None, logs: str = "",
+             name: str = "the engine"):
+    """Poll ``test`` until it returns something true (returned); fail naming ``what`` if ``proc`` exits first or
+    the deadline passes (a deadline for a hung engine, never an assertion about speed)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got = test()
+        if got:
+            return got
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"{name} exited ({proc.returncode}) while waiting for {what} {logs}")
+        time.sleep(0.3)
+    pytest.fail(f"never in {seconds:g} s: {what} {logs}")
+
+
+def kill(proc: subprocess.Popen | None) -> None:
+    if proc is not None and proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+
+class EngineUnderTest:
+    """Subclasses set ``engine`` (an engines.Engine) and ``name``."""
+
+    name = "the engine"
+
+    def __init__(self, directory: str, api) -> None:
+        self.dir, self.api, self.client = directory, api, api.client
+        self.kubeconfig = api.layout.kubeconfig
+        self.proc: subprocess.Popen | None = None
+
+    def logs(self) -> str:
+        return f"(logs: {self.engine.log}, {self.api.layout.log})"
+
+    def start(self) -> None:
+        self.proc = self.engine.start()
+
+    def kill(self) -> None:
+        kill(self.proc)
+        self.proc = None
+
+    def until(self, what: str, test, seconds: float = 180):
+        return wait_for(what, test, seconds, self.proc, self.logs(), self.name)
+
+    def cli(self, *args: str, timeout: float = 300):
+        env = {"BREAKGLASS_STATE_DIR": os.path.join(self.dir, "state"), "KUBECONFIG": self.kubeconfig}
+        return run_cli(*args, env=env, timeout=timeout)
