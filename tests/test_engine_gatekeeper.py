@@ -11,43 +11,19 @@ directory. Nothing is timed.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import shutil
-import time
 
 import pytest
 
-from breakglass.sandbox import engines, free_port
+from breakglass.sandbox import engines
 from tests.real_apiserver_session import RealApiserver
 from tests.real_control_plane import binary_for, require
-from tests.real_engines import EngineUnderTest
+from tests.real_engines import Gatekeeper, denying as _denying
 
 CFG = "gatekeeper-validating-webhook-configuration"
 FAIL_OPEN, FAIL_CLOSED = "validation.gatekeeper.sh", "check-ignore-label.gatekeeper.sh"
 VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
-
-
-class Gatekeeper(EngineUnderTest):
-    name = "Gatekeeper"
-
-    def __init__(self, directory: str, api: RealApiserver) -> None:
-        super().__init__(directory, api)
-        self.port = free_port()
-        self.cert_dir = os.path.join(directory, "gatekeeper-certs")
-        os.makedirs(self.cert_dir, exist_ok=True)
-        shutil.copy(api.pki.webhook_cert, os.path.join(self.cert_dir, "tls.crt"))
-        shutil.copy(api.pki.webhook_key, os.path.join(self.cert_dir, "tls.key"))
-        shutil.copy(api.pki.ca, os.path.join(self.cert_dir, "ca.crt"))
-        with open(api.pki.ca, "rb") as f:
-            self.bundle = base64.b64encode(f.read()).decode()
-        self.engine = engines.gatekeeper(directory, self.kubeconfig, self.port, self.cert_dir)
-        self.probes: set = set()  # ConfigMaps that got in while it was starting (failing open)
-
-    def configmap(self, name: str, labels: dict | None = None) -> tuple[int, dict]:
-        return self.client.call("POST", "/api/v1/namespaces/default/configmaps",
-                                {"metadata": {"name": name, "labels": labels or {}}})
 
 
 @pytest.fixture(scope="module")
@@ -124,22 +100,6 @@ def test_killed_gatekeeper_fails_open_on_configmaps_and_closed_on_namespaces_and
         assert closed.get("failure_policy", closed.get("failurePolicy", "Fail")) != "Ignore"
     finally:
         gk.start()
-
-
-def _denying(gk) -> set:
-    """Wait for Gatekeeper to deny again; the probes that got in meanwhile (it failed open while starting: they
-    are leaks too, and deleted at once), by name."""
-    admitted = set()
-
-    def denied() -> bool:
-        status, doc = gk.configmap(f"probe-{time.monotonic_ns()}")
-        if status == 201:
-            admitted.add(doc["metadata"]["name"])
-            gk.client.call("DELETE", f"/api/v1/namespaces/default/configmaps/{doc['metadata']['name']}")
-        return status == 403
-
-    gk.until("Gatekeeper denying again", denied)
-    return admitted
 
 
 def test_leaks_finds_what_got_in_and_recheck_asks_gatekeeper_again(gk):

@@ -285,3 +285,62 @@ GATEKEEPER_CONSTRAINT = {
              "match": {"kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}], "namespaces": ["default"]},
              "parameters": {"labels": ["owner"]}},
 }
+
+
+# -- konnectivity: the tunnel of the fail-open seed ------------------------------------------------------------
+
+def egress_config(path: str, uds: str) -> str:
+    """An EgressSelectorConfiguration sending the apiserver's calls to ``url:`` webhooks (``controlplane``) and to
+    ``service:`` ones (``cluster``) through the konnectivity server's socket (gRPC over UDS), as GKE's and kubeadm's
+    konnectivity set-ups do (k8s.io/apiserver pkg/util/webhook/authentication.go picks the selection)."""
+    import yaml  # noqa: PLC0415
+
+    conn = {"proxyProtocol": "GRPC", "transport": {"uds": {"udsName": uds}}}
+    doc = {"apiVersion": "apiserver.k8s.io/v1beta1", "kind": "EgressSelectorConfiguration",
+           "egressSelections": [{"name": "controlplane", "connection": conn}, {"name": "cluster", "connection": conn}]}
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump(doc, f)
+    return path
+
+
+def low_port() -> int:
+    """A free loopback port below the ephemeral range: konnectivity refuses an ephemeral one for each of its
+    ports ("please do not try to use ephemeral port …")."""
+    import random  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
+    for _ in range(200):
+        port = random.randint(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise Unreachable("no free loopback port between 20000 and 32000")
+
+
+def konnectivity_server(directory: str, uds: str, cert: str, key: str, agent_port: int) -> Engine:
+    """konnectivity-server in gRPC mode on ``uds`` (the apiserver's side), agents on 127.0.0.1:agent_port over TLS
+    with ``cert``/``key`` (mandatory for the agents' side)."""
+    path = binary("konnectivity", "konnectivity-server")
+    if path is None:
+        raise Unreachable("konnectivity is not built (make go-components builds it from its Go module)")
+    free = low_port
+    argv = [path, "--mode=grpc", f"--uds-name={uds}", "--delete-existing-uds-file", "--server-port=0",
+            f"--cluster-cert={cert}", f"--cluster-key={key}", f"--agent-port={agent_port}",
+            "--agent-bind-address=127.0.0.1", f"--admin-port={free()}", "--admin-bind-address=127.0.0.1",
+            f"--health-port={free()}", "--health-bind-address=127.0.0.1", "--server-count=1"]
+    return Engine("konnectivity-server", argv, {}, os.path.join(directory, "konnectivity-server.log"))
+
+
+def konnectivity_agent(directory: str, ca: str, agent_port: int) -> Engine:
+    """konnectivity-agent dialling the server at 127.0.0.1:agent_port, trusting ``ca`` for its certificate."""
+    path = binary("konnectivity", "konnectivity-agent")
+    if path is None:
+        raise Unreachable("konnectivity is not built (make go-components builds it from its Go module)")
+    free = low_port
+    argv = [path, "--proxy-server-host=127.0.0.1", f"--proxy-server-port={agent_port}", f"--ca-cert={ca}",
+            "--health-server-host=127.0.0.1", f"--health-server-port={free()}", f"--admin-server-port={free()}",
+            "--admin-bind-address=127.0.0.1", "--sync-interval=1s", "--sync-interval-cap=2s"]
+    return Engine("konnectivity-agent", argv, {}, os.path.join(directory, "konnectivity-agent.log"))
