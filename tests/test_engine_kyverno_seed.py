@@ -113,3 +113,36 @@ def _blocked(log: str) -> bool:
     except OSError:
         return False
     return HOOK.encode() in text and (b"ServiceCIDR" in text or b"bootstrap-roles" in text)
+
+
+def test_the_sandbox_rehearsal_ends_with_the_real_kyverno_back(tmp_path):
+    """The rehearsal's last step with the real engine: `sandbox engine start` after the recovery is Kyverno
+    coming back; it takes over its configuration, and the revert finds Kyverno's copy and leaves it."""
+    from tests.real_control_plane import Sandbox
+
+    _, new = binary_for("1.34")
+    require(engines.binary("kyverno") or os.path.join(engines.ROOT, "build", "kyverno", "missing"))
+    sb = Sandbox(tmp_path, new, "deadlock")
+    try:
+        sb.wait(ready=False)
+        p = sb.cli("sandbox", "engine", "start", "--engine", "kyverno", "--dir", sb.dir)
+        assert p.returncode == 2 and "not ready" in p.stderr.decode(), p.stderr.decode()  # it installs through it
+        p = sb.cli("recover", "--method", "etcd", "-w", f"webhook:{HOOK}", "--etcd-endpoints", sb.endpoint,
+                   "--apiserver", sb.api["url"], "--yes")
+        assert p.returncode == 0, (p.stdout + p.stderr).decode()
+        p = sb.cli("sandbox", "engine", "start", "--engine", "kyverno", "--dir", sb.dir)
+        assert p.returncode == 0, p.stderr.decode()
+        c = sb.client()
+        cfg = wait_for("Kyverno's own configuration", lambda: (r := c.call("GET", VWC + CFG))[0] == 200 and (
+            r[1]["metadata"].get("labels") or {}).get("webhook.kyverno.io/managed-by") == "kyverno" and any(
+            w["name"] == HOOK for w in r[1]["webhooks"]) and r[1], logs=f"(logs in {sb.dir})")
+        p = sb.cli("revert", "--yes")
+        said = (p.stdout + p.stderr).decode()
+        assert "put back by its owner, Kyverno" in said, said
+        assert c.call("GET", VWC + CFG)[1]["metadata"]["uid"] == cfg["metadata"]["uid"]
+        assert sb.status()["ready"]
+        p = sb.cli("sandbox", "engine", "stop", "--engine", "kyverno", "--dir", sb.dir)
+        assert p.returncode == 0, p.stderr.decode()
+    finally:
+        sb.down()
+    assert not [ln for ln in os.popen("pgrep -af build/kyverno").read().splitlines() if sb.dir in ln]

@@ -165,6 +165,42 @@ def sandbox_backend(action: Annotated[BackendAction, typer.Argument(help="start 
     _run(output, verbose, body)
 
 
+class EngineName(str, enum.Enum):
+    kyverno = "kyverno"
+    gatekeeper = "gatekeeper"
+
+
+@sandbox_app.command("engine")
+def sandbox_engine(action: Annotated[BackendAction, typer.Argument(help="start or stop", show_default=False)],
+                   engine: Annotated[EngineName, typer.Option("--engine", help="Which policy engine.")]
+                   = EngineName.kyverno,
+                   sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
+                   output: OutputOpt = Output.text, verbose: VerboseOpt = False) -> None:
+    """Start or stop a real policy engine on the sandbox's apiserver (Kyverno or Gatekeeper, built by `make
+    go-components`), in place of the admit-everything backend: the first start installs it from its own manifests
+    and a policy; Kyverno then registers (and keeps re-creating) its own webhook configurations. Needs a ready
+    apiserver: in the deadlock, start it after the recovery, as the engine coming back.
+
+    Examples:
+
+      breakglass sandbox engine start --engine kyverno
+
+      breakglass sandbox engine stop --engine kyverno
+
+      breakglass sandbox engine start --engine gatekeeper
+    """
+
+    def body() -> int:
+        from breakglass import sandbox  # noqa: PLC0415
+        d = sandbox_dir or sandbox.default_dir(state_dir)
+        st = sandbox.engine(d, engine.value, action is BackendAction.start)
+        _show(output, "Sandbox", st, lambda: f"{engine.value} {'running' if st['running'] else 'stopped'}"
+                                             + (f" (log: {st['log']})" if st.get("log") else ""))
+        return 0
+
+    _run(output, verbose, body)
+
+
 def _existing_dir_or_none(d: str) -> str:
     """--dir naming a file is bad input, not "sandbox not running"."""
     if os.path.exists(d) and not os.path.isdir(d):

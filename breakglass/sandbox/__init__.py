@@ -430,6 +430,22 @@ def backend(directory: str, start: bool) -> dict:
     return {"running": start, "url": sb.apiserver["webhook_url"]}
 
 
+def engine(directory: str, name: str, start: bool) -> dict:
+    """Start or stop a real policy engine (Kyverno, Gatekeeper: breakglass.sandbox.engines) on the sandbox's
+    apiserver, in place of the admit-everything stand-in backend."""
+    from breakglass.sandbox import engines  # noqa: PLC0415
+
+    directory = os.path.abspath(directory)
+    with lock.held(directory, create=False) as there:
+        sb = load(directory) if there else None
+        if sb is None or not sb.apiserver or not _running(directory):
+            raise BadInput(f"no sandbox with an apiserver runs in {directory}",
+                           hint="breakglass sandbox up --apiserver build/kube-apiserver/v1.34.4/kube-apiserver")
+        st = (engines.start_in_sandbox if start else engines.stop_in_sandbox)(directory, sb.apiserver, name)
+        _save(sb)
+    return st
+
+
 def down(directory: str) -> bool:
     """Stop every process the sandbox started (found by their records) and remove its directory."""
     directory = os.path.abspath(directory)

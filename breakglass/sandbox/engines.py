@@ -344,3 +344,99 @@ def konnectivity_agent(directory: str, ca: str, agent_port: int) -> Engine:
             "--health-server-host=127.0.0.1", f"--health-server-port={free()}", f"--admin-server-port={free()}",
             "--admin-bind-address=127.0.0.1", "--sync-interval=1s", "--sync-interval-cap=2s"]
     return Engine("konnectivity-agent", argv, {}, os.path.join(directory, "konnectivity-agent.log"))
+
+
+# -- in a sandbox ----------------------------------------------------------------------------------------------
+
+ENGINES = ("kyverno", "gatekeeper")
+
+
+def _spawn(directory: str, eng: Engine) -> subprocess.Popen:
+    """Start an engine as one of the sandbox's recorded processes (`sandbox down` stops it), its environment
+    given through env(1): procs.spawn passes the sandbox's own."""
+    from breakglass.sandbox import procs  # noqa: PLC0415
+
+    argv = ["/usr/bin/env", *(f"{k}={v}" for k, v in eng.env.items()), *eng.argv]
+    return procs.spawn(directory, f"engine-{eng.name}", argv, eng.log, detached=True)
+
+
+def _until(what: str, test, proc: subprocess.Popen, log: str, seconds: float = 180):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got = test()
+        if got:
+            return got
+        if proc.poll() is not None:
+            raise Unreachable(f"the engine exited ({proc.returncode}) before {what}; see {log}")
+        time.sleep(0.3)
+    raise Unreachable(f"no {what} within {seconds:g} s; see {log}")
+
+
+def start_in_sandbox(directory: str, info: dict, name: str) -> dict:
+    """Install ``name`` (its own manifests, once) on the sandbox's apiserver and start it in place of the
+    admit-everything backend: Kyverno registers its own webhooks (taking over the configuration of its name);
+    Gatekeeper's shipped ones are sent to it by url:. Its policy is the seed's. Returns what it is doing."""
+    from breakglass.sandbox import apiserver as launcher, procs, pki as pkimod  # noqa: PLC0415
+
+    if name not in ENGINES:
+        raise BadInput(f"unknown engine {name!r} (use {', '.join(ENGINES)})")
+    if procs.find(directory, f"engine-{name}"):
+        return {"engine": name, "running": True, "log": os.path.join(directory, f"{name}.log")}
+    layout = launcher.Layout(directory)
+    keys = pkimod.load(layout.pki_dir)
+    client = launcher.Client(info["url"], keys)
+    status, _ = client.readyz()
+    if status != 200:
+        raise BadInput(f"the sandbox's apiserver is not ready ({status or 'not answering'}): an engine installs "
+                       "through it", hint="recover first (breakglass wizard), then start the engine")
+    try:
+        return _start_in_sandbox(directory, info, name, layout, keys, client)
+    except BaseException:
+        procs.stop(directory, (f"engine-{name}",))  # a failed or interrupted start leaves no engine behind
+        raise
+
+
+def _start_in_sandbox(directory: str, info: dict, name: str, layout, keys, client) -> dict:
+    version = versions(name)[-1]
+    port = _free_port()
+    if name == "kyverno":
+        apply(client, kyverno_install(version))
+        eng = kyverno(directory, layout.kubeconfig, port)
+        proc = _spawn(directory, eng)
+        _until("Kyverno's webhook configurations", lambda: client.call(
+            "GET", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
+                   "kyverno-resource-validating-webhook-cfg")[0] == 200, proc, eng.log)
+        _until("the ClusterPolicy accepted", lambda: client.call(
+            "POST", "/apis/kyverno.io/v1/clusterpolicies", KYVERNO_POLICY)[0] in (200, 201, 409), proc, eng.log)
+    else:
+        import base64  # noqa: PLC0415
+
+        certs = os.path.join(directory, "gatekeeper-certs")
+        os.makedirs(certs, mode=0o700, exist_ok=True)
+        for src, dst in ((keys.webhook_cert, "tls.crt"), (keys.webhook_key, "tls.key"), (keys.ca, "ca.crt")):
+            shutil.copyfile(src, os.path.join(certs, dst))
+            os.chmod(os.path.join(certs, dst), 0o600)
+        with open(keys.ca, "rb") as f:
+            bundle = base64.b64encode(f.read()).decode()
+        apply(client, gatekeeper_install(version, f"https://127.0.0.1:{port}", bundle))
+        eng = gatekeeper(directory, layout.kubeconfig, port, certs)
+        proc = _spawn(directory, eng)
+        _until("the ConstraintTemplate accepted", lambda: client.call(
+            "POST", "/apis/templates.gatekeeper.sh/v1/constrainttemplates", GATEKEEPER_TEMPLATE)[0]
+            in (200, 201, 409), proc, eng.log)
+        _until("the constraint accepted", lambda: client.call(
+            "POST", "/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels", GATEKEEPER_CONSTRAINT)[0]
+            in (200, 201, 409), proc, eng.log)
+    info.setdefault("engines", {})[name] = {"pid": proc.pid, "port": port, "version": version, "log": eng.log}
+    return {"engine": name, "version": version, "running": True, "log": eng.log}
+
+
+def stop_in_sandbox(directory: str, info: dict, name: str) -> dict:
+    """Stop the engine (its webhooks stay registered, as when its pods are gone)."""
+    from breakglass.sandbox import procs  # noqa: PLC0415
+
+    if name not in ENGINES:
+        raise BadInput(f"unknown engine {name!r} (use {', '.join(ENGINES)})")
+    was = procs.stop(directory, (f"engine-{name}",))
+    (info.get("engines") or {}).pop(name, None)
+    return {"engine": name, "running": False, "was_running": was}
