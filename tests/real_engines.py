@@ -82,6 +82,17 @@ class Gatekeeper(EngineUnderTest):
         self.engine = engines.gatekeeper(directory, self.kubeconfig, self.port, self.cert_dir)
         self.probes: set = set()  # ConfigMaps that got in while it was starting (failing open)
 
+    def install_and_start(self, version: str) -> None:
+        """Its own install, the process, and the seed's ConstraintTemplate and constraint accepted."""
+        engines.apply(self.client, engines.gatekeeper_install(version, f"https://127.0.0.1:{self.port}", self.bundle))
+        self.start()
+        self.until("the ConstraintTemplate accepted", lambda: self.client.call(
+            "POST", "/apis/templates.gatekeeper.sh/v1/constrainttemplates", engines.GATEKEEPER_TEMPLATE)[0]
+            in (200, 201, 409))
+        self.until("the constraint CRD made and the constraint accepted", lambda: self.client.call(
+            "POST", "/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels", engines.GATEKEEPER_CONSTRAINT)[0]
+            in (200, 201, 409))
+
     def configmap(self, name: str, labels: dict | None = None) -> tuple[int, dict]:
         return self.client.call("POST", "/api/v1/namespaces/default/configmaps",
                                 {"metadata": {"name": name, "labels": labels or {}}})

@@ -36,14 +36,7 @@ def gk(tmp_path_factory):
     api = RealApiserver(directory, apiserver_bin).start()
     g = Gatekeeper(directory, api)
     try:
-        engines.apply(api.client, engines.gatekeeper_install(version, f"https://127.0.0.1:{g.port}", g.bundle))
-        g.start()
-        g.until("the ConstraintTemplate accepted", lambda: g.client.call(
-            "POST", "/apis/templates.gatekeeper.sh/v1/constrainttemplates", engines.GATEKEEPER_TEMPLATE)[0]
-            in (200, 201, 409))
-        g.until("the constraint CRD made and the constraint accepted", lambda: g.client.call(
-            "POST", "/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels", engines.GATEKEEPER_CONSTRAINT)[0]
-            in (200, 201, 409))
+        g.install_and_start(version)
         g.probes = _denying(g)
         yield g
     finally:
