@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from tests.recorded_apiserver import Recorded, answers, configurations, kubeconfig
+from tests.webhook_backends import closed_port
 
 
 @pytest.fixture(scope="module")
@@ -25,14 +26,6 @@ def keys(tmp_path_factory):
     from breakglass.sandbox import pki
 
     return pki.make(str(tmp_path_factory.mktemp("pki")))
-
-
-def _closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -77,7 +70,7 @@ class Process:
 
 
 def _dead_kubeconfig(tmp_path) -> str:
-    return kubeconfig(str(tmp_path / "dead.kubeconfig"), {"dead": f"https://127.0.0.1:{_closed_port()}"})
+    return kubeconfig(str(tmp_path / "dead.kubeconfig"), {"dead": f"https://127.0.0.1:{closed_port()}"})
 
 
 # -- the server -------------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import time
 import xml.etree.ElementTree as ET
@@ -17,16 +16,9 @@ import yaml
 
 from tests.conftest import run_cli
 from tests.recorded_apiserver import Recorded, answers, configurations
+from tests.webhook_backends import closed_port
 
 EXEC_API = "client.authentication.k8s.io/v1"
-
-
-def _closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +58,7 @@ HOSTILE = ["escape\x1b[31mred", "nul\x00byte", "bell\x07and\x0bvt", "rlo\u202egp
 def test_a_context_name_with_esc_or_nul_leaves_the_junit_report_well_formed(tmp_path):
     """One name with ESC or NUL made the whole fleet's JUnit report ill-formed (ET.parse: not well-formed). They
     are written visibly (\\u001b, \\u0000) in JUnit; JSON and SARIF carry them escaped, as the exact strings."""
-    dead = _closed_port()
+    dead = closed_port()
     kc = _write(tmp_path / "hostile.yaml", [{"name": "dead", "cluster": {"server": f"https://127.0.0.1:{dead}"}}],
                 [{"name": "u", "user": {"token": "t"}}], [(n, "dead", "u") for n in ["plain", *HOSTILE]])
     p = _audit(kc, "--all-contexts", "-o", "junit")
@@ -103,7 +95,7 @@ def test_two_thousand_contexts_parse_the_kubeconfig_once(tmp_path, keys, https, 
 
     from breakglass.flows import fleet
 
-    dead = _closed_port()
+    dead = closed_port()
     kc = _write(tmp_path / "big.yaml",
                 [{"name": "dead", "cluster": {"server": f"https://127.0.0.1:{dead}"}},
                  {"name": "live", "cluster": {"server": https.url, "certificate-authority": keys.ca}}],
