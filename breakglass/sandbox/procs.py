@@ -137,25 +137,39 @@ def python_module(module: str) -> list[str]:
     return [sys.executable, "-m", module]
 
 
+# The child waits on a pipe until its record is written, then execs the program: an ``up`` killed in between
+# (SIGKILL cannot be deferred) leaves a child that reads end-of-file and exits, never a process nobody recorded.
+_GATE = ["/bin/sh", "-c", 'read -r _ && exec "$@" </dev/null', "sh"]
+
+
 def spawn(directory: str, name: str, argv: list[str], log_path: str, detached: bool = False) -> subprocess.Popen:
-    """Start ``argv`` for the sandbox and record it before an interrupt can be taken. It runs in the sandbox
-    directory (only we can write it), so ``python -m`` never imports a module from wherever the caller stood,
-    and breakglass itself is found where this process found it."""
+    """Start ``argv`` for the sandbox and record it before it runs. It runs in the sandbox directory (only we
+    can write it), so ``python -m`` never imports a module from wherever the caller stood, and breakglass itself
+    is found where this process found it."""
     env = dict(os.environ)
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [env.get("PYTHONPATH")])])
     with interrupts_deferred():
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        gate_r, gate_w = os.pipe()
         try:
             try:
-                proc = subprocess.Popen(argv, stdout=fd, stderr=fd, stdin=subprocess.DEVNULL, cwd=directory, env=env,
+                proc = subprocess.Popen([*_GATE, *argv], stdout=fd, stderr=fd, stdin=gate_r, cwd=directory, env=env,
                                         **_group(directory, detached))
             except (PermissionError, subprocess.SubprocessError):  # the group ended in between: a new one
-                proc = subprocess.Popen(argv, stdout=fd, stderr=fd, stdin=subprocess.DEVNULL, cwd=directory, env=env,
+                proc = subprocess.Popen([*_GATE, *argv], stdout=fd, stderr=fd, stdin=gate_r, cwd=directory, env=env,
                                         **_join(0))
+        except BaseException:
+            os.close(gate_w)
+            raise
         finally:
             os.close(fd)
-        record(directory, name, proc.pid)
+            os.close(gate_r)
+        try:
+            record(directory, name, proc.pid)
+            os.write(gate_w, b"go\n")
+        finally:
+            os.close(gate_w)
     return proc
 
 
