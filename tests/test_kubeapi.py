@@ -171,6 +171,62 @@ def test_recreated_by_an_operator_is_reported_not_overwritten(api):
     assert api.etcd_obj()["webhooks"] == api.kyverno["webhooks"]
 
 
+def _guard_of(name: str, rules: list, service: str = "guard-svc") -> dict:
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{"name": f"{name}.breakglass.test", "failurePolicy": "Fail", "sideEffects": "None",
+                          "admissionReviewVersions": ["v1"], "timeoutSeconds": 2, "rules": rules,
+                          "clientConfig": {"service": {"namespace": SCRATCH_NS, "name": service}}}]}
+
+
+BOOTSTRAP_RULES = [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                    "resources": ["servicecidrs", "ipaddresses"]},
+                   {"apiGroups": ["rbac.authorization.k8s.io"], "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"], "resources": ["clusterroles", "clusterrolebindings"]}]
+
+
+def test_revert_re_arms_at_once_when_the_heal_model_says_the_cluster_can_heal(kube, tmp_path):
+    """Issue 35 §5: the webhook blocked only the bootstrap writes; they are settled (this apiserver came up at 1.34:
+    the kubernetes ServiceCIDR is Ready, every ClusterIP has its IPAddress), so with its backend still down the
+    revert re-arms it at once instead of refusing, says why, and the report says how long nothing enforced."""
+    c = Cluster(kube, tmp_path)
+    c.create("validating", _guard_of("bootstrap-guard", BOOTSTRAP_RULES))
+    assert c.cli("recover", "--method", "kubeapi", "-w", "validating/bootstrap-guard", "--action", "delete",
+                 "--yes").returncode == 0
+    r = c.cli("revert", "--yes", "-o", "json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0, json.dumps(doc["outcome"]["notVerified"])
+    guard = doc["result"]["guard"]
+    assert guard["state"] == "can-heal" and guard["heal"]["safe"], guard
+    reasons = "; ".join(guard["heal"]["reasons"])
+    assert "ServiceCIDR exists and is Ready" in reasons and "ClusterIP has its IPAddress" in reasons, reasons
+    assert f"{SCRATCH_NS}'s pods are not sent to it" in reasons
+    assert guard["canary"]["ok"] is False  # the apiserver calls it: armed, and failing closed as it should
+    assert any("fails closed until its backend is back" in v for v in doc["outcome"]["verified"]), doc["outcome"]
+    assert guard["off_for"]["seconds"] >= 0 and "did not enforce" in guard["off_for"]["line"]
+    assert c.get("validating", "bootstrap-guard") is not None
+    # the apiserver itself now sends a ServiceCIDR write to it, and refuses it
+    status, out = c.admin.call("POST", "/apis/networking.k8s.io/v1/servicecidrs?dryRun=All", {
+        "metadata": {"name": "breakglass-heal"}, "spec": {"cidrs": ["10.201.0.0/24"]}})
+    assert status >= 500 and "bootstrap-guard.breakglass.test" in json.dumps(out), out
+    run = doc["result"]["run"]
+    report = open(os.path.join(c.state, "runs", run, "report.md"), encoding="utf-8").read()
+    assert "## Time without enforcement" in report and "did not enforce for" in report
+
+
+def test_revert_still_refuses_a_webhook_on_node_heartbeats_with_its_backend_down_and_says_why(kube, tmp_path):
+    c = Cluster(kube, tmp_path)
+    c.create("validating", _guard_of("lease-guard", [{"apiGroups": ["coordination.k8s.io"], "apiVersions": ["v1"],
+                                                       "operations": ["CREATE", "UPDATE"], "resources": ["leases"]}]))
+    assert c.cli("recover", "--method", "kubeapi", "-w", "validating/lease-guard", "--action", "delete",
+                 "--yes").returncode == 0
+    r = c.cli("revert", "--yes")
+    text = (r.stdout + r.stderr).decode()
+    assert r.returncode == 4, text
+    assert "not safe to re-arm while its backend is down" in text and "Lease in kube-node-lease (kubelet)" in text
+    assert c.get("validating", "lease-guard") is None  # nothing re-armed
+
+
 def test_binding_ignore_sets_audit(api):
     # issue 33: waits for the real apiserver's /readyz (it was --no-wait, now exit 8): exit 0 is its 200
     p = api.cli("recover", "--method", "kubeapi", "-w", f"vapbinding/{BINDING}", "--yes")

@@ -173,12 +173,16 @@ def _revert(r: dict, code: int) -> Outcome:
     out.not_verified = [f"{o['step']}: changed since the run, left alone" for o in outcomes
                         if o["outcome"] == "conflict"]
     guard = r.get("guard") or {}
+    if (guard.get("off_for") or {}).get("line") and out.changed:
+        out.read.append(guard["off_for"]["line"])
     if guard.get("rearms") and out.changed:  # what the webhooks this revert put back in the path can do now
         seen = "; ".join(guard.get("lines") or [])
         if guard.get("state") == "ready" and guard.get("nothing_armed") and not guard.get("backends"):
             out.verified.append(guard["nothing_armed"])  # no backend to call: none is said to be "ready"
         elif guard.get("state") == "ready":
             out.verified.append(f"re-armed webhooks' backends ready: {seen}")
+        elif guard.get("state") == "can-heal":
+            out.verified.append(f"re-armed with its backend down, as the heal model allows: {seen}")
         elif guard.get("state") == "down":
             out.not_verified.append(f"re-armed while its backend is not ready (overridden): {seen}")
         else:
@@ -188,6 +192,10 @@ def _revert(r: dict, code: int) -> Outcome:
         canary = guard.get("canary") or {}
         if canary.get("ok") is True:
             out.verified.append("canary through the apiserver: " + "; ".join(canary.get("lines") or []))
+        elif canary.get("ok") is False and guard.get("state") == "can-heal":
+            # expected: the apiserver calls it and, its backend down, refuses what it intercepts (the policy holds)
+            out.verified.append("canary through the apiserver: the re-armed webhook is called and fails closed until "
+                                "its backend is back: " + "; ".join(canary.get("lines") or []))
         elif canary.get("ok") is False:
             # the apiserver itself could not call a re-armed webhook: writes it intercepts fail now
             out.not_verified.append("canary through the apiserver FAILED: " + "; ".join(canary.get("lines") or []))

@@ -387,7 +387,25 @@ def _guard_reading(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, 
         # nothing a backend must answer for
         verdict.nothing_armed = "no fail-closed webhook in what this revert puts back (read from the run's backups)"
         verdict.unchecked = ""
+    if verdict.down and api is not None:
+        verdict.heal = _heal_case(verdict, hooks, api)
     return GuardReading(verdict, api, found.source, cluster)
+
+
+def _heal_case(verdict: revert_guard.Verdict, hooks: list, api) -> dict:
+    """The heal model's case for re-arming the webhooks whose backends are down (webhooks.heal_safety), through
+    the apiserver the cluster was read through: safe when nothing they intercept is on the cluster's way back."""
+    from breakglass.webhooks import heal_safety  # noqa: PLC0415
+
+    if any(not b.webhooks for b in verdict.down):  # a Service the diagnosis named: its webhook's rules are unknown
+        return heal_safety.Case(False, blockers=["a backend the diagnosis named: its webhook's rules are not known "
+                                                 "to this run"]).to_json()
+    down = {w for b in verdict.down for w in b.webhooks}
+    models = {h.webhook: h.source for h in hooks if h.webhook in down and h.source is not None}
+    if set(models) != down:
+        return heal_safety.Case(False, blockers=[f"{', '.join(sorted(down - set(models)))}: its configuration is "
+                                                 f"not known to this run"]).to_json()
+    return heal_safety.assess(list(models.values()), heal_safety.read_facts(api)).to_json()
 
 
 def _cluster(api, etcd: EtcdTarget | None) -> tuple[list | None, bool]:
@@ -446,6 +464,8 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
             return driver.RevertResult(run.id, dry_run, [], "closed")
         return driver.RevertResult(run.id, dry_run, [], "nothing-to-do")
     remedy = remedy_for(st, etcd, talos, ssh, kube)
+    if hasattr(remedy, "guarded"):
+        remedy.guarded = True  # the guard below decides whether re-arming is safe
     # the remedy's own checks of the journal and backups first (a tampered run is refused before the guard reads a
     # backup's webhooks, let alone connects to a URL one names)
     preview = driver.revert(remedy, run, force=force, dry_run=True)
@@ -483,6 +503,9 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
             guard["redo"] = rearm_check.redo_command(st)
             run.append("canary", ok=guard["canary"]["ok"], skipped=guard["canary"].get("skipped", ""),
                        lines=guard["canary"]["lines"])
+        off = out_of_path(run, st)
+        if off:
+            guard["off_for"] = off
         result.guard = guard
         return result
     finally:
@@ -617,6 +640,37 @@ def applied_exactly(state: str | None, method: str, target: dict) -> RunSummary 
     return None
 
 
+def out_of_path(run: Run, st: driver.RunState | None = None) -> dict | None:
+    """How long the run kept webhooks from enforcing anything: from its first applied change to its revert (or
+    now, while it is not reverted). The flag ways turn every webhook off; etcd and kubeapi the ones they name."""
+    import datetime as _dt  # noqa: PLC0415
+
+    st = st or driver.replay(run)
+    events = list(run.events())
+    start = next((e.get("ts") for e in events if e.get("event") in ("applying", "applied-by-hand")), None)
+    if not start:
+        return None
+    end = next((e.get("ts") for e in reversed(events) if e.get("event") == "run-reverted"), None)
+    try:
+        t0 = _dt.datetime.fromisoformat(start)
+        t1 = _dt.datetime.fromisoformat(end) if end else _dt.datetime.now(_dt.timezone.utc)
+    except (TypeError, ValueError):
+        return None
+    secs = max(0, int((t1 - t0).total_seconds()))
+    flag = st.method in ("talos", "kubeadm", "k3s", "rke2")
+    what = ("the webhook admission plugins were off: no admission webhook of the cluster enforced anything" if flag
+            else "the configurations this run changed did not enforce")
+    return {"from": start, "to": end, "seconds": secs, "what": what,
+            "line": f"{what} for {_duration(secs)}" + (f" ({start} to {end})" if end else " (still, since "
+                                                      f"{start})")}
+
+
+def _duration(secs: int) -> str:
+    h, rest = divmod(secs, 3600)
+    m, s = divmod(rest, 60)
+    return (f"{h} h {m} min" if h else f"{m} min {s} s" if m else f"{s} s")
+
+
 def report(run: Run) -> str:
     """report.md: the run for the postmortem (timeline, changes, backups, revert status)."""
     st = driver.replay(run)
@@ -641,6 +695,9 @@ def report(run: Run) -> str:
     if found:
         lines += ["## Findings", "", f"**{found[-1].get('verdict', '')}**", ""]
         lines += [f"- {f}" for f in found[-1].get("findings") or []] + [""]
+    off = out_of_path(run, st)
+    if off:
+        lines += ["## Time without enforcement", "", f"- {off['line']}", ""]
     fixes = [e.get("text", "") for e in run.events() if e.get("event") == "permanent-fix"]
     if fixes:
         lines += ["## Permanent fix", "", "```", fixes[-1], "```", ""]

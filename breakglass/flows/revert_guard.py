@@ -42,13 +42,14 @@ class Hook:
     review_versions: tuple[str, ...] = ("v1",)
     mutating: bool = False
     known: bool = False  # built from the webhook's configuration (not only a Service a diagnosis named)
+    source: object = field(default=None, repr=False, compare=False)  # the model.Webhook (for the heal model's case)
 
     @classmethod
     def of(cls, configuration: str, w) -> Hook:
         """From a ``model.Webhook`` of ``configuration`` (kind/NAME)."""
         return cls(configuration, w.name, w.service, None if w.service else w.url, w.ca_bundle,
                    w.timeout_seconds or 10, w.path, w.service_port, tuple(w.review_versions), w.type == "mutating",
-                   True)
+                   True, w)
 
     def spec(self):
         from breakglass.webhooks import readiness  # noqa: PLC0415
@@ -80,6 +81,7 @@ class Verdict:
     blind: bool = False
     read_through: str = ""
     nothing_armed: str = ""
+    heal: dict | None = None  # set by flows.recovery for down backends: webhooks.heal_safety's Case, as JSON
 
     @property
     def down(self) -> list:
@@ -88,7 +90,8 @@ class Verdict:
     @property
     def state(self) -> str:
         if self.down:
-            return "down"
+            # the heal model's case: re-armed with its backend down, the webhook refuses only what it should
+            return "can-heal" if (self.heal or {}).get("safe") else "down"
         if self.backends and all(b.ready for b in self.backends):
             return "ready"
         if self.nothing_armed and not self.backends:  # read, and there is no fail-closed webhook to re-arm
@@ -98,6 +101,8 @@ class Verdict:
     def lines(self) -> list[str]:
         out = [f"{b.detail}" + ("" if b.ready else " — do not revert yet" if b.ready is False else "")
                for b in self.backends]
+        if self.heal:
+            out.append(self._heal_line())
         if self.nothing_armed:
             out.append(self.nothing_armed)
         if self.unchecked:
@@ -106,16 +111,26 @@ class Verdict:
             out.append(f"(the cluster read through {self.read_through})")
         return out
 
+    def _heal_line(self) -> str:
+        h = self.heal or {}
+        if h.get("safe"):
+            return "safe to re-arm now, with its backend still down: " + "; ".join(h.get("reasons") or [])
+        blockers = h.get("blockers") or []  # all of them in the JSON; the first few said
+        return ("not safe to re-arm while its backend is down: " + "; ".join(blockers[:3])
+                + (f" (and {len(blockers) - 3} more)" if len(blockers) > 3 else ""))
+
     def refusal(self) -> str:
         names = sorted({w for b in self.down for w in b.webhooks})
         checks = "; ".join(b.check for b in self.down if b.check)
         return ("the webhook's backend is not ready, so reverting would re-arm "
                 + (", ".join(names) if names else "a fail-closed webhook") + " while it cannot answer: "
-                + "; ".join(b.detail for b in self.down) + (f"; check with: {checks}" if checks else ""))
+                + "; ".join(b.detail for b in self.down) + (f"; {self._heal_line()}" if self.heal else "")
+                + (f"; check with: {checks}" if checks else ""))
 
     def to_json(self) -> dict:
         return {"state": self.state, "backends": [asdict(b) for b in self.backends], "unchecked": self.unchecked,
-                "blind": self.blind, "read_through": self.read_through, "nothing_armed": self.nothing_armed}
+                "blind": self.blind, "read_through": self.read_through, "nothing_armed": self.nothing_armed,
+                "heal": self.heal}
 
 
 def _fail_closed(obj: dict, kind: str) -> list[Hook]:

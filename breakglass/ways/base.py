@@ -60,6 +60,7 @@ class RevertOutcome:
     outcome: str
     detail: str = ""
     diff: str = ""
+    uid: str = ""  # the object the revert wrote, when it is not the backed-up one (re-created: a new uid)
 
 
 class Remedy(Protocol):

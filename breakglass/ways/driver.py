@@ -219,7 +219,8 @@ def _revert(remedy: Remedy, run: Run, force: bool, dry_run: bool) -> RevertResul
             if out.outcome == CONFLICT:
                 run.append("revert-conflict", step=st.step.id, detail=out.detail)
             else:
-                run.append("reverted", step=st.step.id, outcome=out.outcome, detail=out.detail)
+                run.append("reverted", step=st.step.id, outcome=out.outcome, detail=out.detail,
+                           **({"uid": out.uid} if out.uid else {}))
             outcomes.append(out)
     except KeyboardInterrupt:
         if current is not None:

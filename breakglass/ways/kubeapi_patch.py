@@ -279,13 +279,17 @@ class KubeapiPatch:
                 seen[spec.key] = readiness.of_webhook(spec, read, f"{cfg.kind}/{cfg.name}", w.name)
         return [r for r in seen.values() if r.state == readiness.DOWN]
 
+    # set by flows.recovery, whose revert guard reads the same backends and also weighs the heal model's case and
+    # the engineer's override (--re-arm, the wizard's typed word): then that one guard decides
+    guarded = False
+
     def revert_blocker(self, step: Step, backup: dict, run: Run) -> str | None:
         """Why reverting this step now would be unsafe (a fail-closed webhook's backend cannot answer: putting it
         back in the path re-arms a webhook whose calls fail), or None. A safety check, not a conflict: the
         driver asks before it journals anything."""
         d = step.data
         original = self._backup_of(step, backup, run)
-        if d["kind"] == model.VAP_BINDING:
+        if d["kind"] == model.VAP_BINDING or self.guarded:
             return None
         down = self._backend_ready(original)
         if not down or (d["action"] == "delete" and self._get(d["kind"], d["name"]) is not None):
@@ -452,7 +456,8 @@ class KubeapiPatch:
                 return RevertOutcome(step.id, RESTORED, f"would re-create {step.target}{also}")
             status, doc = self.api.request("POST", self._path(d["kind"]), fresh)
             if status == 201 or status == 200:
-                return RevertOutcome(step.id, RESTORED, f"re-created {step.target}{also}")
+                return RevertOutcome(step.id, RESTORED, f"re-created {step.target}{also}",
+                                     uid=str((doc.get("metadata") or {}).get("uid") or ""))
             if status != 409:
                 raise PreconditionFailed(f"POST {step.target}: HTTP {status} {doc.get('message', '')}")
             cur = self._get(d["kind"], d["name"])
@@ -472,4 +477,5 @@ class KubeapiPatch:
         status, doc = self.api.request("PUT", self._path(d["kind"], d["name"]), fresh)
         if status != 200:
             raise PreconditionFailed(f"PUT {step.target}: HTTP {status} {doc.get('message', '')}")
-        return RevertOutcome(step.id, RESTORED, f"replaced {step.target} with the backup (--force)", diff)
+        return RevertOutcome(step.id, RESTORED, f"replaced {step.target} with the backup (--force)", diff,
+                             uid=str((doc.get("metadata") or {}).get("uid") or ""))

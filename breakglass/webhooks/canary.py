@@ -16,7 +16,7 @@ the webhook matches, and reads the answer as the apiserver words it (shared refe
 
 Only webhooks whose ``sideEffects`` are None or NoneOnDryRun are tried: the apiserver refuses a dry-run request
 that reaches any other (``does not support dry run``) without calling it. The object is the simplest kind the
-rules cover, CREATE first: a ConfigMap, a Namespace, a Secret, a ServiceAccount, named
+rules cover, CREATE first: a ConfigMap, a Namespace, a Secret, a ServiceAccount, a ClusterRole, named
 ``breakglass-canary-<random>`` so it cannot meet a real one; a webhook that sees only UPDATE gets an existing
 object written back unchanged but for the labels its objectSelector needs. Namespaced canaries go into an
 existing namespace the namespaceSelector matches; a Namespace canary carries the labels both selectors ask for
@@ -56,10 +56,19 @@ class _Kind:
     cluster: bool
     fields: tuple = ()  # (key, value) of what a valid new object needs besides metadata
     rewrite: bool = True  # may an existing one be read and written back for an UPDATE
+    group: str = ""  # "" for the core group
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/v1" if self.group else "v1"
+
+    @property
+    def collection(self) -> str:
+        return f"/apis/{self.group}/v1/{self.resource}" if self.group else f"/api/v1/{self.resource}"
 
     def write(self, operation: str) -> Write:
         """The heal model's shape of this write, so intercept.rule_matches (the apiserver's rule matching) decides."""
-        return Write(id=f"canary-{self.resource}", actor="breakglass", kind=self.kind, group="",
+        return Write(id=f"canary-{self.resource}", actor="breakglass", kind=self.kind, group=self.group,
                      resource=self.resource, subresource="", operations=(operation,),
                      namespaces=() if self.cluster else ("*",), breaks="", severity="info", source="")
 
@@ -68,7 +77,10 @@ class _Kind:
 KINDS = (_Kind("ConfigMap", "configmaps", False, (("data", {"breakglass": "canary"}),)),
          _Kind("Namespace", "namespaces", True),
          _Kind("Secret", "secrets", False, (("type", "Opaque"),), rewrite=False),
-         _Kind("ServiceAccount", "serviceaccounts", False))
+         _Kind("ServiceAccount", "serviceaccounts", False),
+         # what a webhook on the apiserver's bootstrap writes matches: a ClusterRole without rules (nothing to
+         # escalate), created only, never an existing role written back
+         _Kind("ClusterRole", "clusterroles", True, (("rules", []),), rewrite=False, group="rbac.authorization.k8s.io"))
 
 
 @dataclass
@@ -254,6 +266,12 @@ def _plan(ctx: _Context, w: model.Webhook) -> Canary | str:
 def _create(ctx: _Context, w: model.Webhook, k: _Kind) -> Canary | str:
     name = f"breakglass-canary-{secrets.token_hex(4)}"
     meta = {"name": name, "annotations": {ANNOTATION: w.name}}
+    if k.cluster and k.kind != "Namespace":  # cluster-scoped: no namespaceSelector applies, its objectSelector does
+        labels = labels_for(w.object_selector)
+        if labels is None:
+            return _unsatisfiable("objectSelector", w.object_selector)
+        body = {"apiVersion": k.api_version, "kind": k.kind, "metadata": {**meta, "labels": labels}, **dict(k.fields)}
+        return Canary("CREATE", k.kind, None, name, "POST", k.collection, body)
     if k.cluster:  # a Namespace: both selectors look at its own labels
         labels = labels_for(_both(w), fixed={intercept.METADATA_NAME: name})
         if labels is None:
