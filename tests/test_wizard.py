@@ -339,3 +339,21 @@ def test_a_degraded_cluster_is_sent_to_its_backend_first_with_the_ways_out_one_a
     text = "\n".join(p.transcript)
     assert "Fix the backend first" in text and "kubectl -n kyverno get endpointslices" in text
     assert ("? How can you reach the cluster?" in text) is go_on
+
+
+def test_the_wizards_lasting_fix_is_kyvernos_own_form_for_kyvernos_configuration_and_a_patch_otherwise():
+    """Issue 35 §4: the wizard gives the fix where the owner keeps it (a patch of Kyverno's configuration is undone
+    within a second); an unowned configuration gets the direct patch."""
+    from tests.test_codec import KYVERNO
+
+    name = KYVERNO["metadata"]["name"]
+    hook = KYVERNO["webhooks"][0]["name"]
+    targets = [{"kind": "validating", "configuration": name, "webhook": hook}]
+    owned = wizard._permanent_fix(targets, {name: KYVERNO})
+    assert "Kyverno would undo it" in owned and "kyverno-config" in owned and "configmap" in owned.lower(), owned
+    assert "kubectl patch validatingwebhookconfiguration" not in owned
+    plain = json.loads(json.dumps(KYVERNO))
+    plain["metadata"].pop("labels", None)
+    plain["metadata"].pop("ownerReferences", None)
+    unowned = wizard._permanent_fix(targets, {name: plain})
+    assert "strategic-merge patch" in unowned and f"kubectl patch validatingwebhookconfiguration {name}" in unowned

@@ -194,7 +194,7 @@ def _after_change(p: Prompter, state, access, remedy, res, diag, targets, servic
     p.say("Before reverting, the webhook's backend must be healthy: " + _backend_hint(targets))
     _check_backends(p, access, res.run, state)
     # 4. the lasting fix, recorded for the postmortem
-    fix = _permanent_fix(targets)
+    fix = _permanent_fix(targets, _configurations_of(res.run, state, access))
     if fix:
         p.say(fix)
         record.append("permanent-fix", text=fix)
@@ -269,7 +269,7 @@ def _after_edit(p: Prompter, state, access, res, record, targets, services) -> i
         why = ("not applied yet" if not applied else "no apiserver was watched" if not url else
                "the apiserver was not seen ready" + ("" if any(s.ready is False for s in states) else
                                                      " (it keeps /readyz to authenticated callers)"))
-        fix = _permanent_fix(targets)
+        fix = _permanent_fix(targets, _configurations_of(res.run, state, access))
         if fix:
             record.append("permanent-fix", text=fix)
         record.write_file("report.md", recovery.report(record))
@@ -283,7 +283,7 @@ def _after_edit(p: Prompter, state, access, res, record, targets, services) -> i
     p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
           "present (kubectl -n NAMESPACE get endpointslices -l kubernetes.io/service-name=SERVICE).")
     _check_backends(p, access, res.run, state)
-    fix = _permanent_fix(targets)
+    fix = _permanent_fix(targets, _configurations_of(res.run, state, access))
     if fix:
         p.say(fix)
         record.append("permanent-fix", text=fix)
@@ -352,7 +352,13 @@ def _revert(p: Prompter, run_id: str, state: str | None, access: planner.Access)
     for line in verdict.lines():
         p.say("  " + line)
     override = False
-    if verdict.state != "ready":
+    if verdict.state == "can-heal":
+        # the heal model's case: nothing the webhook intercepts is on the cluster's way back, so re-arming now only
+        # shortens the time no policy is enforced
+        if not p.confirm("Re-arm now, with the backend still down (every write it intercepts is refused until it is "
+                         "back)?", True):
+            return int(ExitCode.DECLINED)
+    elif verdict.state != "ready":
         risk = (verdict.refusal() if verdict.state == "down" else verdict.unchecked if verdict.blind else
                 "breakglass could not call the backend of every webhook this revert re-arms, so it cannot tell "
                 "whether they can answer")
@@ -369,7 +375,7 @@ def _revert(p: Prompter, run_id: str, state: str | None, access: planner.Access)
         return int(e.exit_code)
     p.say(render.revert_result(rr))
     canary = (getattr(rr, "guard", None) or {}).get("canary") or {}
-    if canary.get("ok") is False and rr.guard.get("redo"):
+    if canary.get("ok") is False and rr.guard.get("redo") and rr.guard.get("state") != "can-heal":
         redo = rr.guard["redo"]
         p.say("The apiserver itself cannot call a webhook this revert re-armed: writes it intercepts fail now.")
         p.say(f"To take the change back: {redo}")
@@ -960,22 +966,59 @@ def _check_backends(p: Prompter, a: planner.Access, run_id: str, state: str | No
         p.say("  " + line)
 
 
-def _permanent_fix(targets: list[dict]) -> str | None:
-    """The matchConditions fix for each culprit: the same patch `audit` prints, as valid YAML."""
+def _permanent_fix(targets: list[dict], objects: dict | None = None) -> str | None:
+    """The matchConditions fix for each culprit: the same patch `audit` prints, as valid YAML, and where the
+    configuration's owner keeps it (Kyverno's ConfigMap, Gatekeeper's Helm value, the release, the Git repository)
+    when the object is known (``objects``: name -> the configuration as backed up or read): a direct patch of an
+    owned configuration is undone by its owner."""
     if not targets:
         return None
-    from breakglass.webhooks import audit  # noqa: PLC0415
+    from breakglass.webhooks import audit, model  # noqa: PLC0415
 
     resources = {"validating": "validatingwebhookconfigurations", "mutating": "mutatingwebhookconfigurations"}
     lines = ["The lasting fix: keep the apiserver's own writes (and ServiceCIDR, IPAddress, Nodes, Leases) away from "
              "the webhook with matchConditions, set where its operator expects it:"]
     for t in targets:
         resource = resources.get(t.get("kind", "validating"), "validatingwebhookconfigurations")
-        fix = audit.fix_for(resource, t["configuration"], t.get("webhook"))
+        cfg = None
+        obj = (objects or {}).get(t["configuration"])
+        if isinstance(obj, dict):
+            try:
+                cfg = model.from_json(obj, "backup")
+            except BreakglassError:
+                cfg = None
+        fix = audit.fix_for(resource, t["configuration"], t.get("webhook"), cfg=cfg)
+        if fix.lasting is not None:
+            lines.append(f"  {resource[:-1]} {t['configuration']}: not a patch, {fix.lasting.owner} would undo it")
+            lines += render.lasting(fix.lasting, "  ")
+            continue
         lines.append(f"  {resource[:-1]} {t['configuration']}: strategic-merge patch")
         lines += ["    " + ln for ln in fix.patch_yaml.rstrip().splitlines()]
         lines.append(f"  $ {fix.command}")
         if fix.vendor_note:
             lines.append(f"  note: {fix.vendor_note}")
-    lines.append("`breakglass audit` prints the same patch for every configuration it flags.")
+    lines.append("`breakglass audit` prints the same fix for every configuration it flags.")
     return "\n".join(lines)
+
+
+def _configurations_of(run_id: str, state: str | None, access) -> dict:
+    """The culprits' configuration objects, for the lasting fix's owner: the run's own backups (etcd, kubeapi),
+    else as the kubeconfig's apiserver has them now (the flag ways back up no configuration)."""
+    from breakglass.flows import rearm_check  # noqa: PLC0415
+    from breakglass.ways import driver  # noqa: PLC0415
+
+    try:
+        run = recovery.journal.Run.open(run_id, state)
+        out = {(o.get("metadata") or {}).get("name"): o for o in rearm_check.restored_configs(run, driver.replay(run))}
+    except (BreakglassError, OSError):
+        out = {}
+    if out or not getattr(access, "kubeconfig", None):
+        return out
+    try:
+        from breakglass.access import kubeapi  # noqa: PLC0415
+        from breakglass.webhooks import sources  # noqa: PLC0415
+
+        api = kubeapi.connect(access.kubeconfig, access.context, 10.0)
+        return {c.name: c.raw for c in sources.load_api_with(api).configs if c.raw}
+    except BreakglassError:
+        return {}

@@ -126,7 +126,7 @@ def listing(li, warnings: list[str]) -> str:
     return _join(out)
 
 
-def _lasting(place, indent: str) -> list[str]:
+def lasting(place, indent: str) -> list[str]:
     """Where an owned configuration's fix lasts: why, the YAML the owner keeps, and the one command (both whole)."""
     out = _wrap(f"lasting fix, where {place.owner} keeps it ({place.form}): {place.note}", indent, indent + "  ")
     out.append(f"{indent}keep (YAML):")
@@ -158,7 +158,7 @@ def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
             out.append("    or:")
             out.append(_whole("      $ ", f.fix.command))
             if f.fix.lasting:
-                out += _lasting(f.fix.lasting, "    ")
+                out += lasting(f.fix.lasting, "    ")
             elif f.fix.vendor_note:
                 out += _wrap("caveat: " + f.fix.vendor_note, "    ")
     hidden = sum(1 for f in rep.findings if f.severity in ("info", "low"))
