@@ -449,10 +449,17 @@ class Run:
             raise JournalError(f"backup {path} did not read back intact")
         return digest
 
+    def tidy_temps(self) -> list[str]:
+        """Remove what a write of the run's own files (report.md and the rest) killed midway left: their temp
+        files' locks tell a stale one from a live write, so no run lock is needed. The names removed."""
+        from breakglass.core.textfile import remove_stale_temps  # noqa: PLC0415
+
+        return remove_stale_temps(self.path, any_file=True)
+
     def tidy_backups(self) -> list[str]:
         """Remove the ``NAME.tmp`` files a backup write killed midway left (they may hold a config's secrets);
         called with the run locked, so no writer of this run is at work. The names removed."""
-        gone = []
+        gone = self.tidy_temps()
         try:
             names = os.listdir(self.backups)
         except OSError:

@@ -86,8 +86,10 @@ def _temp_name(name: str) -> str:
     return f".{name}{_TEMP_MARK}{os.urandom(6).hex()}.tmp"
 
 
-def _is_temp_of(entry: str, name: str) -> bool:
-    return re.fullmatch(re.escape(f".{name}{_TEMP_MARK}") + r"[0-9a-f]{12}\.tmp", entry) is not None
+def _is_temp_of(entry: str, name: str | None) -> bool:
+    """Whether ``entry`` is the temp file of an atomic write to ``name`` (None: to any file)."""
+    stem = re.escape(f".{name}{_TEMP_MARK}") if name is not None else r"\..+" + re.escape(_TEMP_MARK)
+    return re.fullmatch(stem + r"[0-9a-f]{12}\.tmp", entry, re.DOTALL) is not None
 
 
 def _locked_temp(directory: str, name: str, fcntl) -> tuple[str, int]:
@@ -116,14 +118,15 @@ def _same_file(path: str, fd: int) -> bool:
     return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
-def remove_stale_temps(path: str) -> list[str]:
-    """Remove the temp files of atomic writes to ``path`` that no live process owns (a process killed mid-write
-    leaves one: a copy of the file's new content, secrets and all, beside it). A writer holds an flock on its
-    temp file until the rename, so a temp file whose lock can be taken is stale. Only regular files of ours
-    named for ``path`` are touched (never a link, never another user's file). Returns the names removed."""
+def remove_stale_temps(path: str, any_file: bool = False) -> list[str]:
+    """Remove the temp files of atomic writes to ``path`` (``any_file``: to any file in the directory ``path``)
+    that no live process owns (a process killed mid-write leaves one: a copy of the file's new content, secrets
+    and all, beside it). A writer holds an flock on its temp file until the rename, so a temp file whose lock can
+    be taken is stale. Only regular files of ours named as our temps are touched (never a link, never another
+    user's file). Returns the names removed."""
     import fcntl  # noqa: PLC0415
 
-    directory, name = os.path.split(os.path.abspath(path))
+    directory, name = (os.path.abspath(path), None) if any_file else os.path.split(os.path.abspath(path))
     try:
         entries = os.listdir(directory)
     except OSError:

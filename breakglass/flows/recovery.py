@@ -314,6 +314,8 @@ def latest_unreverted(state: str | None) -> Run:
             return run
     from breakglass.core.errors import AlreadyDone  # noqa: PLC0415
 
+    for run in journal.list_runs(state):  # a revert killed while writing its report left that file's temp copy
+        run.tidy_temps()
     raise AlreadyDone(f"nothing left to revert in {journal.state_dir(state)}: every run is reverted or changed "
                       f"nothing", hint="`breakglass runs` lists them; name one to revert it again")
 
