@@ -55,11 +55,11 @@ def binary_for(version_prefix: str) -> tuple[str, str]:
 class Sandbox:
     """One sandbox with a real apiserver, driven through the CLI as a user would."""
 
-    def __init__(self, tmp_path, binary: str, scenario: str = "deadlock") -> None:
+    def __init__(self, tmp_path, binary: str, scenario: str = "deadlock", *extra: str) -> None:
         self.dir = str(tmp_path / "sandbox")
         self.state = str(tmp_path / "state")
         p = run_cli("sandbox", "up", "--dir", self.dir, "--apiserver", binary, "--scenario", scenario, "-o", "json",
-                    env=self.env, timeout=400)
+                    *extra, env=self.env, timeout=600)
         assert p.returncode == 0, p.stderr.decode()
         self.info = json.loads(p.stdout)["result"]
         self.api = self.info["apiserver"]

@@ -120,3 +120,51 @@ def test_leaks_finds_what_got_in_and_recheck_asks_gatekeeper_again(gk):
     for name in ("leaked-no-owner", "leaked-with-owner"):
         status, _ = gk.client.call("GET", f"/api/v1/namespaces/default/configmaps/{name}")
         assert status == 200
+
+
+def test_the_sandbox_leak_rehearsal_with_the_real_gatekeeper(tmp_path):
+    """`sandbox up --engine gatekeeper --scenario fail-open`: Gatekeeper's shipped webhooks on a 1.34 sandbox,
+    Gatekeeper down, and requests a user sent meanwhile. leaks names exactly those from the sandbox's audit log;
+    `sandbox backend start` is Gatekeeper coming back, and --recheck then reports the ConfigMap its constraint
+    refuses."""
+    from tests.real_control_plane import Sandbox
+
+    _, apiserver_bin = binary_for("1.34")
+    require(engines.binary("gatekeeper") or os.path.join(engines.ROOT, "build", "gatekeeper", "missing"))
+    sb = Sandbox(tmp_path, apiserver_bin, "fail-open", "--engine", "gatekeeper")
+    try:
+        st = sb.wait(ready=True)
+        assert st["engine"] == "gatekeeper" and not st["backend_running"], st
+        hooks = {w["name"]: w["failurePolicy"] for w in sb.client().call("GET", VWC + CFG)[1]["webhooks"]}
+        assert hooks == {FAIL_OPEN: "Ignore", FAIL_CLOSED: "Fail"}, hooks  # the shipped ones, not a stand-in's
+        p = sb.cli("leaks", "--audit-log", sb.api["audit_log"], "--webhook", FAIL_OPEN, "-o", "json")
+        assert p.returncode == 3, p.stderr.decode()
+        leaks = json.loads(p.stdout)["result"]["leaks"]
+        # (besides them only what the install itself sent while Gatekeeper was starting: its constraint, say)
+        got = {(x["resource"], x["namespace"], x["name"]) for x in leaks
+               if x["resource"] in ("configmaps", "clusterrolebindings.rbac.authorization.k8s.io")}
+        assert got == {("configmaps", "default", "unlabelled-config"),
+                       ("clusterrolebindings.rbac.authorization.k8s.io", "", "team-a-is-cluster-admin")}, leaks
+        p = sb.cli("sandbox", "backend", "start", "--dir", sb.dir)
+        assert p.returncode == 0, p.stderr.decode()
+        assert sb.status()["backend_running"]
+        kubeconfig = sb.info["files"]["kubeconfig"]
+        rechecked = wait_until_rejected(sb, kubeconfig)
+        assert "missing required labels" in rechecked["reason"], rechecked
+    finally:
+        sb.down()
+    assert not [ln for ln in os.popen("pgrep -af build/gatekeeper").read().splitlines() if sb.dir in ln]
+
+
+def wait_until_rejected(sb, kubeconfig: str) -> dict:
+    """--recheck once Gatekeeper has synced its constraint (until then it admits: its readiness, not a timer)."""
+    from tests.real_engines import wait_for
+
+    def asked():
+        p = sb.cli("leaks", "--audit-log", sb.api["audit_log"], "--webhook", FAIL_OPEN, "--recheck",
+                   "--kubeconfig", kubeconfig, "-o", "json")
+        now = {v["name"]: v for v in json.loads(p.stdout)["result"]["rechecked"] if v["resource"] == "configmaps"}
+        got = now.get("unlabelled-config") or {}
+        return got if got.get("outcome") == "rejected" else None
+
+    return wait_for("Gatekeeper rejecting the leaked ConfigMap on --recheck", asked, logs=f"(logs in {sb.dir})")

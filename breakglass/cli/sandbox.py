@@ -39,6 +39,11 @@ class NodeKind(str, enum.Enum):
     talos = "talos"
 
 
+class EngineName(str, enum.Enum):
+    kyverno = "kyverno"
+    gatekeeper = "gatekeeper"
+
+
 @sandbox_app.command("up")
 def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
                apiserver: Annotated[Optional[str], typer.Option(
@@ -52,6 +57,11 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
                    help="With --apiserver: what the node's apiserver obeys: kubeadm (a static-pod manifest) or talos "
                         "(a machine config made by Talos' own generator; needs `make go-components`).")
                ] = NodeKind.kubeadm,
+               engine: Annotated[Optional[EngineName], typer.Option(
+                   "--engine", help="With --apiserver: the scenario's webhooks are this real engine's own (built by "
+                                    "`make go-components`): kyverno for deadlock or healthy, gatekeeper for "
+                                    "fail-open or healthy. Its backend is then the engine itself.",
+                   show_default=False)] = None,
                output: OutputOpt = Output.text, verbose: VerboseOpt = False) -> None:
     """Start the sandbox (idempotent) and print how to point breakglass at it.
 
@@ -70,6 +80,8 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
 
       breakglass sandbox up --apiserver ./kube-apiserver --node talos
 
+      breakglass sandbox up --apiserver ./kube-apiserver --engine kyverno
+
       breakglass webhooks $(breakglass sandbox up -o json | jq -r .result.flags)
     """
 
@@ -84,7 +96,8 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
 
             _mkdir_private(resolve(state_dir))
         sb = sandbox.up(sandbox_dir or sandbox.default_dir(state_dir), apiserver=apiserver,
-                        scenario=scenario.value, say=say, node=node.value)
+                        scenario=scenario.value, say=say, node=node.value,
+                        engine=engine.value if engine else None)
         st = {**sandbox.status(sb.dir), "reused": sb.reused}
         _show(output, "Sandbox", st, lambda: _render_sandbox(st))
         return 0
@@ -145,7 +158,8 @@ class BackendAction(str, enum.Enum):
 def sandbox_backend(action: Annotated[BackendAction, typer.Argument(help="start or stop", show_default=False)],
                     sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
                     output: OutputOpt = Output.text, verbose: VerboseOpt = False) -> None:
-    """Start or stop the webhook's backend: "the policy engine is back" (or down again).
+    """Start or stop the webhook's backend: "the policy engine is back" (or down again). In a sandbox made with
+    --engine the backend is that engine; otherwise an admit-everything stand-in.
 
     Examples:
 
@@ -163,11 +177,6 @@ def sandbox_backend(action: Annotated[BackendAction, typer.Argument(help="start 
         return 0
 
     _run(output, verbose, body)
-
-
-class EngineName(str, enum.Enum):
-    kyverno = "kyverno"
-    gatekeeper = "gatekeeper"
 
 
 @sandbox_app.command("engine")
@@ -226,12 +235,15 @@ def _render_sandbox(st: dict) -> str:
         out += [f"REHEARSAL: kube-apiserver {api['version']}, scenario {api['scenario']}, {api['node']} node",
                 f"  apiserver: {api['url']} {'READY' if api['ready'] else 'NOT READY'}"]
         out += [f"    failing: {c}" for c in api["failing"]]
-        out.append(f"  webhook backend: {'up' if api['backend_running'] else 'down'} ({api['webhook_url']})")
+        backend = (f"{api['engine']} (the real engine)" if api.get("engine") else
+                   f"stand-in, {api['webhook_url']}")
+        out.append(f"  webhook backend: {'up' if api['backend_running'] else 'down'} ({backend})")
     out.append(f"  etcd (pid {st['pid']}): {st['flags']}")
     out += [f"  {k}: {v}" for k, v in st["files"].items()]
     out.append("next:")
     out.append(f"  breakglass diagnose {st['files'].get('apiserver_log', '')}")
     out.append(f"  breakglass audit {st['flags']}")
     if api:
-        out.append("  breakglass sandbox backend start   (the policy engine is back)")
+        out.append("  breakglass sandbox backend start   (the policy engine is back"
+                   + (f": {api['engine']} itself)" if api.get("engine") else ")"))
     return "\n".join(out)

@@ -187,7 +187,8 @@ def _save(sb: Sandbox) -> None:
 
 
 PROCESS_NAMES = {"etcd": "etcd", "apiserver-boot": "kube-apiserver (first boot)", "kubelet": "kubelet stand-in",
-                 "apiserver": "kube-apiserver", "backend": "webhook backend"}
+                 "apiserver": "kube-apiserver", "backend": "webhook backend (stand-in)",
+                 "engine-kyverno": "Kyverno", "engine-gatekeeper": "Gatekeeper"}
 
 
 def status(directory: str) -> dict:
@@ -209,16 +210,25 @@ def status(directory: str) -> dict:
                                             "node_config", "manifest", "webhook_url") if k in sb.apiserver}
         api.update(controlplane.readiness(sb.apiserver, directory) if out["running"] else
                    {"ready": False, "status": None, "failing": [], "pid": None})
-        api["backend_running"] = procs.find(directory, "backend") is not None
+        owner = sb.apiserver.get("engine")
+        api["engine"] = owner
+        api["backend_running"] = procs.find(directory, f"engine-{owner}" if owner else "backend") is not None
         out["apiserver"] = api
     return out
 
 
+# which engine owns each scenario's webhooks in the seeds: Kyverno the deadlock, Gatekeeper the fail-open leak
+ENGINE_SCENARIOS = {"kyverno": ("deadlock", "healthy"), "gatekeeper": ("fail-open", "healthy")}
+
+
 def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = None, scenario: str = "deadlock",
-       say=lambda _m: None, node: str = "kubeadm") -> Sandbox:
+       say=lambda _m: None, node: str = "kubeadm", engine: str | None = None) -> Sandbox:
     """Start the sandbox in ``directory``, or give back the one running there (``reused``). One ``up`` or
-    ``down`` at a time holds the directory; an interrupt (Ctrl-C, SIGTERM, SIGHUP) stops what was started."""
+    ``down`` at a time holds the directory; an interrupt (Ctrl-C, SIGTERM, SIGHUP) stops what was started.
+    ``engine``: the scenario's webhooks are the real engine's own (sandbox.engines), not the stand-in's."""
     directory = os.path.abspath(directory)
+    if engine is not None:
+        _engine_fits(engine, apiserver, scenario)
     _refuse_foreign(directory)
     trust.ancestors(directory, missing_ok=True)
     with lock.held(directory, create=True, say=say):
@@ -226,7 +236,7 @@ def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = N
         _refuse_foreign(directory)
         existing = load(directory)
         if existing and _running(directory):
-            _same_or_refuse(existing, directory, apiserver, scenario, node)
+            _same_or_refuse(existing, directory, apiserver, scenario, node, engine)
             existing.reused = True
             say(f"reusing the sandbox already running in {directory}; for a fresh one (a new deadlock): "
                 f"`breakglass sandbox down{_dir_flag(directory)}` first")
@@ -238,7 +248,7 @@ def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = N
 
             version(api.path)  # a wrong path is one line before anything starts
         try:
-            return _start(directory, etcd, api, scenario, say, node)
+            return _start(directory, etcd, api, scenario, say, node, engine)
         except BaseException:
             procs.stop(directory)  # an interrupt or a failure leaves no process behind
             raise
@@ -248,11 +258,28 @@ def _dir_flag(directory: str) -> str:
     return "" if directory == os.path.abspath(default_dir()) else f" --dir {directory}"
 
 
-def _same_or_refuse(existing: Sandbox, directory: str, apiserver: str | None, scenario: str, node: str) -> None:
+def _engine_fits(engine: str, apiserver: str | None, scenario: str) -> None:
+    from breakglass.sandbox import engines  # noqa: PLC0415
+
+    if apiserver is None:
+        raise BadInput("--engine needs --apiserver: a policy engine installs through a real kube-apiserver")
+    if engine not in ENGINE_SCENARIOS:
+        raise BadInput(f"unknown engine {engine!r} (use {', '.join(ENGINE_SCENARIOS)})")
+    if scenario not in ENGINE_SCENARIOS[engine]:
+        raise BadInput(f"--engine {engine} rehearses {' or '.join(ENGINE_SCENARIOS[engine])}, not {scenario}",
+                       hint="the deadlock is Kyverno's (--engine kyverno), the fail-open leak Gatekeeper's "
+                            "(--engine gatekeeper)")
+    engines.require(engine)
+
+
+def _same_or_refuse(existing: Sandbox, directory: str, apiserver: str | None, scenario: str, node: str,
+                    engine: str | None = None) -> None:
     have = existing.apiserver or {}
-    wanted = {"binary": os.path.realpath(apiserver), "scenario": scenario, "node": node} if apiserver else {}
+    wanted = {"binary": os.path.realpath(apiserver), "scenario": scenario, "node": node,
+              "engine": engine} if apiserver else {}
     if any(have.get(k) != v for k, v in wanted.items()):
-        what = (f"kube-apiserver {have['version']} ({have['scenario']}, {have['node']} node)" if have
+        what = (f"kube-apiserver {have['version']} ({have['scenario']}, {have['node']} node"
+                f"{', ' + have['engine'] if have.get('engine') else ''})" if have
                 else "etcd only")
         raise BadInput(f"a sandbox already runs in {directory} ({what}), not the one asked for",
                        hint="`breakglass sandbox down` first, or --dir for another one")
@@ -274,7 +301,8 @@ def _empty(directory: str) -> None:
             os.unlink(entry.path)
 
 
-def _start(directory: str, etcd: trust.Pinned, api: trust.Pinned | None, scenario: str, say, node: str) -> Sandbox:
+def _start(directory: str, etcd: trust.Pinned, api: trust.Pinned | None, scenario: str, say, node: str,
+           engine: str | None = None) -> Sandbox:
     if procs.stop(directory):
         say("stopped what an interrupted sandbox left running")
     try:
@@ -292,7 +320,7 @@ def _start(directory: str, etcd: trust.Pinned, api: trust.Pinned | None, scenari
         return sb
     from breakglass.sandbox import controlplane  # noqa: PLC0415
 
-    sb.apiserver = controlplane.start(directory, endpoint, api, scenario, free_port, say, node)
+    sb.apiserver = controlplane.start(directory, endpoint, api, scenario, free_port, say, node, engine)
     sb.files.update(apiserver_log=sb.apiserver["log"], audit_log=sb.apiserver["audit_log"],
                     kubeconfig=sb.apiserver["kubeconfig"])
     # the file the running apiserver obeys replaces the static example of that kind
@@ -421,6 +449,14 @@ def backend(directory: str, start: bool) -> dict:
             return _etcd_backend(sb, start)
         if sb is None or not sb.apiserver or not _running(directory):
             raise BadInput(f"no sandbox runs in {directory}", hint="breakglass sandbox up")
+        owner = sb.apiserver.get("engine")
+        if owner:  # the webhooks are the real engine's: its backend is the engine
+            from breakglass.sandbox import engines  # noqa: PLC0415
+
+            st = (engines.start_in_sandbox if start else engines.stop_in_sandbox)(directory, sb.apiserver, owner)
+            _save(sb)
+            return {"running": start, "url": f"{owner}" + (f" (log: {st['log']})" if st.get("log") else ""),
+                    "engine": owner}
         if start:
             controlplane.start_backend(directory, sb.apiserver, detached=True)
         else:

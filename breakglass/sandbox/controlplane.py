@@ -57,9 +57,10 @@ def _remove_upgrade_missing(etcd_endpoint: str) -> list[str]:
 
 
 def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: str, free_port, say=lambda _m: None,
-          node: str = "kubeadm") -> dict:
+          node: str = "kubeadm", engine: str | None = None) -> dict:
     """Start the control plane of ``scenario`` under ``directory``; returns what sandbox.json records. The
-    binary was pinned by ``up``: every start of it, here and by the kubelet stand-in, checks it is unchanged."""
+    binary was pinned by ``up``: every start of it, here and by the kubelet stand-in, checks it is unchanged.
+    With ``engine`` the scenario's webhooks are that real engine's own (sandbox.engines), not the stand-in's."""
     ver = apiserver.version(binary.verify())
     layout = Layout(directory)
     keys = pkimod.make(layout.pki_dir)
@@ -71,7 +72,7 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
     info = {"url": url, "kubeconfig": layout.kubeconfig, "log": layout.log, "audit_log": layout.audit_log,
             "version": ver, "binary": binary.path, "scenario": scenario, "node": node, "manifest": layout.manifest,
             "backend_port": backend_port, "webhook_url": f"https://127.0.0.1:{backend_port}",
-            "kubelet_pid": None, "backend_pid": None}
+            "kubelet_pid": None, "backend_pid": None, "engine": engine}
 
     say(f"booting kube-apiserver {ver} once so the bootstrap objects exist")
     first = procs.spawn(directory, "apiserver-boot", [binary.verify(), *command], layout.log)
@@ -81,13 +82,16 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
         except Unreachable as e:
             raise Unreachable(f"{e}; its log: {layout.log}") from None
         _settle(client, ver)
-        say(f"installing the {scenario} webhook as its operator would")
-        for obj in scenarios.webhooks(scenario, info["webhook_url"], keys.ca):
-            client.must("POST", scenarios.VWC_PATH, obj)
-        if scenario == "fail-open":
-            say("sending requests while the webhook's backend is down (they are admitted: it fails open)")
-            for path, obj in scenarios.leaked_requests():
-                client.must("POST", path, obj)
+        if engine:
+            _install_engine(directory, info, engine, scenario, client, say)
+        else:
+            say(f"installing the {scenario} webhook as its operator would")
+            for obj in scenarios.webhooks(scenario, info["webhook_url"], keys.ca):
+                client.must("POST", scenarios.VWC_PATH, obj)
+            if scenario == "fail-open":
+                say("sending requests while the webhook's backend is down (they are admitted: it fails open)")
+                for path, obj in scenarios.leaked_requests():
+                    client.must("POST", path, obj)
     finally:
         with procs.interrupts_deferred():
             first.terminate()
@@ -96,7 +100,7 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
         removed = _remove_upgrade_missing(etcd_endpoint)
         info["removed_keys"] = removed
         say(f"removed what a cluster upgraded from 1.32 lacks: {', '.join(removed) or 'nothing'}")
-    if scenario == "healthy":
+    if scenario == "healthy" and not engine:
         start_backend(directory, info)
 
     node_args = _node_config(layout, node, command, ver, port, info, say)
@@ -117,6 +121,24 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
         stop(directory, info)
         raise Unreachable(f"{e}; see {layout.log} and {layout.path('kubelet.json')}") from None
     return info
+
+
+def _install_engine(directory: str, info: dict, engine: str, scenario: str, client: Client, say) -> None:
+    """The real engine installed from its own manifests and started on the first boot; it registers its webhooks
+    (Kyverno its own, for the seed's policy on every kind). Outside ``healthy`` it then goes down, its webhooks
+    left registered, as when its pods are gone; the fail-open scenario's requests are sent after that."""
+    from breakglass.sandbox import engines  # noqa: PLC0415
+
+    say(f"installing {engine} from its own manifests, as its operator would, and starting it")
+    engines.start_in_sandbox(directory, info, engine, client)
+    if scenario == "healthy":
+        return
+    say(f"{engine} goes down (its webhooks stay registered, as when its pods are gone)")
+    engines.stop_in_sandbox(directory, info, engine)
+    if scenario == "fail-open":
+        say("sending requests while Gatekeeper is down (they are admitted: its webhook fails open)")
+        for path, obj in engines.GATEKEEPER_LEAKS:
+            client.must("POST", path, obj)
 
 
 def images(binary: trust.Pinned, ver: str) -> dict[str, trust.Pinned]:

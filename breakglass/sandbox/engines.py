@@ -173,6 +173,9 @@ class Engine:
 
 KYVERNO_MODULE = "github.com/kyverno/kyverno"
 KYVERNO_NS = "kyverno"
+KYVERNO_HOOK = "validate.kyverno.svc-fail"  # what Kyverno registers for a Fail policy on every kind
+KYVERNO_CFG_PATH = ("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
+                    "kyverno-resource-validating-webhook-cfg")
 
 
 def kyverno_install(version: str) -> list[dict]:
@@ -287,6 +290,20 @@ GATEKEEPER_CONSTRAINT = {
 }
 
 
+# What a user sends while Gatekeeper is down: a ConfigMap its constraint refuses, and a binding no constraint
+# covers, both admitted through validation.gatekeeper.sh failing open (a Namespace would fail closed through
+# check-ignore-label.gatekeeper.sh, so none is sent).
+GATEKEEPER_LEAKS = [
+    ("/api/v1/namespaces/default/configmaps",
+     {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unlabelled-config"}, "data": {"k": "v"}}),
+    ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+     {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+      "metadata": {"name": "team-a-is-cluster-admin"},
+      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+      "subjects": [{"kind": "Group", "name": "team-a", "apiGroup": "rbac.authorization.k8s.io"}]}),
+]
+
+
 # -- konnectivity: the tunnel of the fail-open seed ------------------------------------------------------------
 
 def egress_config(path: str, uds: str) -> str:
@@ -372,19 +389,27 @@ def _until(what: str, test, proc: subprocess.Popen, log: str, seconds: float = 1
     raise Unreachable(f"no {what} within {seconds:g} s; see {log}")
 
 
-def start_in_sandbox(directory: str, info: dict, name: str) -> dict:
-    """Install ``name`` (its own manifests, once) on the sandbox's apiserver and start it in place of the
-    admit-everything backend: Kyverno registers its own webhooks (taking over the configuration of its name);
-    Gatekeeper's shipped ones are sent to it by url:. Its policy is the seed's. Returns what it is doing."""
-    from breakglass.sandbox import apiserver as launcher, procs, pki as pkimod  # noqa: PLC0415
-
+def require(name: str) -> None:
+    """One line before anything starts when ``name`` is unknown or not built here."""
     if name not in ENGINES:
         raise BadInput(f"unknown engine {name!r} (use {', '.join(ENGINES)})")
+    if binary(name) is None:
+        raise BadInput(f"{name} is not built here: `make go-components` builds it from its Go module (needs Go)")
+
+
+def start_in_sandbox(directory: str, info: dict, name: str, client=None) -> dict:
+    """Install ``name`` (its own manifests, once) on the sandbox's apiserver and start it in place of the
+    admit-everything backend: Kyverno registers its own webhooks (taking over the configuration of its name);
+    Gatekeeper's shipped ones are sent to it by url:. Its policy is the seed's. Returns what it is doing.
+    ``client``: the apiserver to install through (sandbox up's first boot), else the sandbox's."""
+    from breakglass.sandbox import apiserver as launcher, procs, pki as pkimod  # noqa: PLC0415
+
+    require(name)
     if procs.find(directory, f"engine-{name}"):
         return {"engine": name, "running": True, "log": os.path.join(directory, f"{name}.log")}
     layout = launcher.Layout(directory)
     keys = pkimod.load(layout.pki_dir)
-    client = launcher.Client(info["url"], keys)
+    client = client or launcher.Client(info["url"], keys)
     status, _ = client.readyz()
     if status != 200:
         raise BadInput(f"the sandbox's apiserver is not ready ({status or 'not answering'}): an engine installs "
@@ -398,16 +423,21 @@ def start_in_sandbox(directory: str, info: dict, name: str) -> dict:
 
 def _start_in_sandbox(directory: str, info: dict, name: str, layout, keys, client) -> dict:
     version = versions(name)[-1]
-    port = _free_port()
+    # an engine started again serves where it did: Gatekeeper's webhooks, once installed, keep their url:
+    ports = info.setdefault("engine_ports", {})
+    port = ports.get(name) or _free_port()
+    ports[name] = port
     if name == "kyverno":
         apply(client, kyverno_install(version))
         eng = kyverno(directory, layout.kubeconfig, port)
         proc = _spawn(directory, eng)
-        _until("Kyverno's webhook configurations", lambda: client.call(
-            "GET", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
-                   "kyverno-resource-validating-webhook-cfg")[0] == 200, proc, eng.log)
+        _until("Kyverno's webhook configurations", lambda: client.call("GET", KYVERNO_CFG_PATH)[0] == 200, proc,
+               eng.log)
         _until("the ClusterPolicy accepted", lambda: client.call(
             "POST", "/apis/kyverno.io/v1/clusterpolicies", KYVERNO_POLICY)[0] in (200, 201, 409), proc, eng.log)
+        _until(f"Kyverno's webhook for the policy ({KYVERNO_HOOK})", lambda: any(
+            w.get("name") == KYVERNO_HOOK for w in client.call("GET", KYVERNO_CFG_PATH)[1].get("webhooks") or []),
+            proc, eng.log)
     else:
         import base64  # noqa: PLC0415
 
