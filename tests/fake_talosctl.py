@@ -22,6 +22,11 @@ subset breakglass uses, with real talosctl's behaviour where it matters:
   `read PATH` over the files under <node>.fs/, with talosd's NotFound error for a missing path;
 - a node with a <node>.down file answers like an unreachable node; with <node>.fail-apply it passes the
   dry run and then fails the real patch;
+- `--mode=try --timeout D` as machined does it: the patched config is active, the previous one kept in
+  <node>.try.json with the deadline; any apply in another mode, a dry run included, cancels the rollback
+  (CancelConfigRollbackTimeout comes first in ApplyConfiguration); a call made after the deadline finds the
+  previous config back (this stand-in has no daemon whose timer fires, so the rollback is applied when it is
+  next asked; a test moves the deadline to make the timer fire);
 - `--talosconfig`/$TALOSCONFIG must name an existing file.
 Every call is appended to $FAKE_TALOS_DIR/calls.log. Without the Talos machinery build a patch needs,
 it fails with one line naming `make go-components`.
@@ -31,6 +36,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import yaml
 
@@ -174,13 +180,44 @@ def get_mc(node):
     print(out, end="")
 
 
+def _try_file(node):
+    return node_path(node, "try.json")
+
+
+def roll_back_if_due(node):
+    """What Talos' rollback timer did at its deadline: the config from before the try is active again."""
+    path = _try_file(node)
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        held = json.load(f)
+    if held["until"] <= time.time():
+        with open(node_path(node) + ".tmp", "w") as f:
+            f.write(held["previous"])
+        os.replace(node_path(node) + ".tmp", node_path(node))
+        os.unlink(path)
+
+
+def _go_duration(text):
+    import re
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
+    if not parts or "".join(a + b for a, b in parts) != text:
+        die(f'Error: invalid argument "{text}" for "--timeout" flag: time: invalid duration "{text}"')
+    return sum(float(a) * units[b] for a, b in parts)
+
+
 def patch(node, rest):
-    mode, patches, dry = "auto", [], False
+    mode, patches, dry, timeout = "auto", [], False, "1m0s"
     i = 0
     while i < len(rest):
         a = rest[i]
         if a.startswith("--mode") or a == "-m":
             mode = a.split("=", 1)[1] if "=" in a else rest[i + 1]
+            i += 1 if "=" in a else 2
+            continue
+        if a.startswith("--timeout"):
+            timeout = a.split("=", 1)[1] if "=" in a else rest[i + 1]
             i += 1 if "=" in a else 2
             continue
         if a in ("-p", "--patch"):
@@ -196,6 +233,9 @@ def patch(node, rest):
         die(f'Error: invalid argument "{mode}" for "-m, --mode" flag: possible values: {", ".join(sorted(modes))}')
     if not patches:
         die("either --patch or --patch-file should be defined")
+    seconds = _go_duration(timeout)
+    if mode != "try" and os.path.exists(_try_file(node)):
+        os.unlink(_try_file(node))  # machined: CancelConfigRollbackTimeout, before anything else
     with open(node_path(node)) as f:
         body = f.read()
     args = ["patch", "--json", "--config", "-", "--mode", read(node, "platform", "metal")]
@@ -219,6 +259,14 @@ def patch(node, rest):
         return
     if read(node, "fail-apply") is not None:
         die("rpc error: code = Unavailable desc = connection closed before server preface received")
+    if mode == "try":
+        previous = body
+        if os.path.exists(_try_file(node)):  # a try over a try: the config to go back to stays the first one
+            with open(_try_file(node)) as f:
+                previous = json.load(f)["previous"]
+        with open(_try_file(node), "w") as f:
+            json.dump({"previous": previous, "until": time.time() + seconds, "timeout": timeout}, f)
+        details += f"\nThe config is applied in 'try' mode and will be automatically reverted back in {timeout}"
     with open(node_path(node) + ".tmp", "w") as f:
         f.write(patched)
     os.replace(node_path(node) + ".tmp", node_path(node))
@@ -262,6 +310,7 @@ def main():
     if read(node, "down") is not None or not os.path.exists(node_path(node)):
         die(f"error getting resource: rpc error: code = Unavailable desc = connection error: desc = \"transport: "
             f"Error while dialing: dial tcp {node}:50000: connect: connection refused\"")
+    roll_back_if_due(node)
     if rest[:2] in (["get", "machineconfig"], ["get", "mc"]):
         return get_mc(node)
     if rest[:2] in (["patch", "machineconfig"], ["patch", "mc"]):

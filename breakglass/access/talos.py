@@ -60,12 +60,18 @@ class Talos:
         """The node's active machine config as YAML text (all its documents)."""
         return parse_get_mc(self.run(node, ["get", "machineconfig", "v1alpha1", "-o", "yaml"]), node)
 
-    def patch(self, node: str, patch_yaml: str, dry_run: bool = False) -> str:
+    def patch(self, node: str, patch_yaml: str, dry_run: bool = False, try_for: str | None = None) -> str:
+        """Apply a strategic-merge patch without a reboot. ``try_for`` (a Go duration): in --mode=try, so the
+        node puts its previous config back by itself at the deadline. Any apply in another mode, a dry run
+        included, cancels a pending try's rollback on the node (machined's ApplyConfiguration does that first),
+        so every dry run is made in try mode: checking a plan never disarms someone's dead man's switch. (Try
+        mode validates as no-reboot does: CanApplyImmediate.)"""
         with tempfile.NamedTemporaryFile("w", prefix="breakglass-patch-", suffix=".yaml", delete=False) as f:
             f.write(patch_yaml)
             path = f.name
         try:
-            args = ["patch", "machineconfig", "--mode=no-reboot", "--patch", f"@{path}"]
+            mode = (["--mode=try", "--timeout", try_for or "1m"] if try_for or dry_run else ["--mode=no-reboot"])
+            args = ["patch", "machineconfig", *mode, "--patch", f"@{path}"]
             if dry_run:
                 args.append("--dry-run")
             return self.run(node, args)

@@ -319,16 +319,19 @@ def run_talos(o: Options) -> int:
                                  files=bool(files))
     if files:
         store.nodes = _split(o.nodes)  # with --config-file, -n names the nodes the files are for
-    remedy, steps = recovery.plan_talos(store, node_list, wanted)
+    remedy, steps = recovery.plan_talos(store, node_list, wanted, o.try_for)
     if o.write_patch:
         return _write_talos_patch(o, steps)
+    _notes(remedy)
     if files:  # nothing to wait for: no node has the change until it is applied (the outcome says how)
         return _carry_out(o, remedy, steps, f"Edit {len(steps)} file(s) here (no node is changed until you apply "
                                             f"them)? Every {', '.join(wanted)} stays off once applied, until you "
                                             f"revert.", {"nodes": node_list, "plugins": wanted}, [],
                           watch=_file_watch())
+    until = (f"for {o.try_for} (Talos then rolls it back by itself), or until you revert" if o.try_for
+             else "until you revert")
     return _carry_out(o, remedy, steps,
-                      f"Patch {len(steps)} node(s)? Every {', '.join(wanted)} stays off until you revert.",
+                      f"Patch {len(steps)} node(s)? Every {', '.join(wanted)} stays off {until}.",
                       {"nodes": node_list, "plugins": wanted}, o.apiserver or node_list)
 
 

@@ -182,10 +182,10 @@ def take_snapshot(etcd: Etcd, run: Run, path: str, progress=None) -> dict:
     return info
 
 
-def plan_talos(store, nodes: list[str], plugins: list[str]):
+def plan_talos(store, nodes: list[str], plugins: list[str], try_for: str | None = None):
     from breakglass.ways.talos_flags import TalosFlags  # noqa: PLC0415
 
-    remedy = TalosFlags(store, nodes, plugins)
+    remedy = TalosFlags(store, nodes, plugins, try_for)
     return remedy, remedy.plan()
 
 

@@ -124,6 +124,10 @@ TALOS = (
         "here, not applied (exit 8; -n names the nodes they are for, in the apply command). Repeatable."),
     Opt("write_patch", "str", None, "Only write the strategic-merge patch (and FILE.revert.yaml) for your own "
         "tooling."),
+    Opt("try_for", "str", None, "Apply in talosctl's --mode=try with this --timeout (10m, 1h30m; at least 1m): "
+        "each node puts its previous config back by itself at the deadline, re-arming the webhooks even if "
+        "nobody reverts (a dead man's switch). With --config-file, the apply command printed uses it.",
+        metavar="DURATION"),
     Opt("talosconfig", "str", None, "talosconfig file (default: $TALOSCONFIG, then talosctl's own defaults).",
         trust="the Talos API's client certificate and CA"),
     Opt("talos_context", "str", None, "talosconfig context.", ("--talos-context",)),

@@ -19,9 +19,11 @@ check after it.
 
 from __future__ import annotations
 
+import datetime as _dt
 import difflib
 import json
 import os
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -47,8 +49,8 @@ class TalosctlStore:
     def check(self, node: str, era: str, values: dict) -> None:
         self.talos.patch(node, mc.dump(mc.patch(era, values)), dry_run=True)
 
-    def write(self, node: str, era: str, values: dict) -> None:
-        self.talos.patch(node, mc.dump(mc.patch(era, values)))
+    def write(self, node: str, era: str, values: dict, try_for: str | None = None) -> None:
+        self.talos.patch(node, mc.dump(mc.patch(era, values)), try_for=try_for)
 
     def describe(self) -> dict:
         return {"talosconfig": self.talos.talosconfig, "context": self.talos.context,
@@ -117,11 +119,13 @@ class NodeChange:
 class TalosFlags:
     method = "talos"
 
-    def __init__(self, store, nodes: list[str] = (), plugins: list[str] = ()) -> None:
+    def __init__(self, store, nodes: list[str] = (), plugins: list[str] = (), try_for: str | None = None) -> None:
         self.store = store
         self.nodes = list(nodes)
         self.plugins = list(plugins)
+        self.try_for = try_duration(try_for) if try_for is not None else None
         self.skipped: list[str] = []  # nodes that already had the plugins disabled
+        self.notes: list[str] = [try_note(self.try_for, store)] if self.try_for else []
 
     def describe_target(self) -> dict:
         return {**self.store.describe(), "nodes": self.nodes, "plugins": self.plugins}
@@ -154,7 +158,8 @@ class TalosFlags:
                 id=f"s{i}", target=c.node, action="patch",
                 summary=f"disable {','.join(plugins)} on {c.node} ({c.era})",
                 diff=preview(c.node, c.era, c.values) if preview else _diff(c.node, c.era, c.change),
-                data={"node": c.node, "era": c.era, "before": before, "after": after}))
+                data={"node": c.node, "era": c.era, "before": before, "after": after,
+                      **({"try_for": self.try_for} if self.try_for else {})}))
         return steps
 
     def backup(self, step: Step, run: Run) -> dict:
@@ -176,7 +181,13 @@ class TalosFlags:
         if getattr(self.store, "kind", "") == "file":
             return self.store.write(step.data["node"], step.data["era"], step.data["after"],
                                     expect=backup.get("config_sha256"))
-        return self.store.write(step.data["node"], step.data["era"], step.data["after"])
+        try_for = step.data.get("try_for")
+        self.store.write(step.data["node"], step.data["era"], step.data["after"], try_for=try_for)
+        if not try_for:
+            return None
+        # journaled with the step ("applied"): revert and the outcome tell a rolled-back try from a revert
+        until = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=duration_seconds(try_for))
+        return {"try_until": until.isoformat(timespec="seconds")}
 
     def verify(self, step: Step) -> str:
         loc = self._read(step.data["node"])
@@ -189,8 +200,11 @@ class TalosFlags:
         shown = f"{flags.DISABLE}={loc.args.get(flags.DISABLE)}"
         if getattr(self.store, "kind", "") == "file":  # a file here: no node has it until it is applied
             path = step.data["node"]
-            return Edited(f"reads back as written: {shown}", [path], [apply_command(path, self._node_for(path))],
-                          [READYZ_CHECK])
+            return Edited(f"reads back as written: {shown}", [path],
+                          [apply_command(path, self._node_for(path), self.try_for)], [READYZ_CHECK])
+        if step.data.get("try_for"):
+            return (f"{shown} (--mode=try: the node puts its previous config back by itself "
+                    f"{step.data['try_for']} after the apply, unless confirmed)")
         return shown
 
     def _node_for(self, path: str) -> str:
@@ -221,6 +235,11 @@ class TalosFlags:
         loc = self._read(node, text)
         current = {k: loc.args.get(k) for k in before}
         if current == before:
+            until = backup.get("try_until")
+            if until:
+                how = (f"Talos rolled the try back at its deadline ({until})" if _past(until) else
+                       f"the try was rolled back before its deadline ({until}; a reboot does that too)")
+                return RevertOutcome(step.id, ALREADY, f"{node}: the keys hold their earlier values: {how}")
             return RevertOutcome(step.id, ALREADY, f"{node}: the keys hold their earlier values (never changed, or "
                                                    f"already restored)")
         is_file = getattr(self.store, "kind", "") == "file"
@@ -265,11 +284,53 @@ APPLY_MODE = "no-reboot"
 READYZ_CHECK = "kubectl get --raw='/readyz?verbose'   # then: every apiserver ready once it runs with the flag"
 
 
-def apply_command(path: str, node: str = "") -> str:
-    """What applies a machine-config file edited here to its node: talosctl, in the mode that never reboots."""
+def apply_command(path: str, node: str = "", try_for: str | None = None) -> str:
+    """What applies a machine-config file edited here to its node: talosctl, in the mode that never reboots (or
+    try mode with its deadline, for --try-for)."""
     where = shlex.quote(node) if node else "NODE"
-    return (f"talosctl apply-config -n {where} -f {shlex.quote(path)} --mode={APPLY_MODE}"
+    mode = f"--mode=try --timeout {try_for}" if try_for else f"--mode={APPLY_MODE}"
+    return (f"talosctl apply-config -n {where} -f {shlex.quote(path)} {mode}"
             + ("" if node else "   # NODE: the control-plane node(s) this file is for"))
+
+
+# -- --try-for: Talos' own dead man's switch --------------------------------------------------------------------
+
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+MIN_TRY_SECONDS = 60  # Talos' own default; less rolls back before a restarted apiserver has written anything
+
+
+def try_duration(text: str) -> str:
+    """A --try-for value as talosctl's --timeout takes it (Go duration in whole h, m, s: 10m, 1h30m), at least a
+    minute; bad input otherwise, in one line."""
+    m = _DURATION.fullmatch(text or "")
+    if not text or not m or not any(m.groups()):
+        raise BadInput(f"--try-for {text!r}: not a duration (use h, m and s: 10m, 1h30m, 90s)")
+    if duration_seconds(text) < MIN_TRY_SECONDS:
+        raise BadInput(f"--try-for {text}: at least 1m (Talos would roll back before the apiserver is up)")
+    return text
+
+
+def duration_seconds(text: str) -> int:
+    h, m, s = (int(g or 0) for g in _DURATION.fullmatch(text).groups())
+    return h * 3600 + m * 60 + s
+
+
+def try_note(try_for: str, store) -> str:
+    if getattr(store, "kind", "") == "file":
+        return (f"--try-for {try_for}: the apply command below uses talosctl's try mode: once applied, the node "
+                f"puts its previous config back by itself {try_for} later")
+    return (f"--try-for {try_for}: applied with talosctl's --mode=try; each node puts its previous config back by "
+            f"itself {try_for} after the apply (Talos' rollback timer; a reboot does too), re-arming the webhooks "
+            f"whether or not their backends are back: long enough for the apiserver to come up and write its "
+            f"bootstrap objects (the default ServiceCIDR, its IPAddress). `breakglass revert` before then re-arms "
+            f"with its checks; any apply in another mode cancels the rollback and keeps the change")
+
+
+def _past(iso: str) -> bool:
+    try:
+        return _dt.datetime.fromisoformat(iso) <= _dt.datetime.now(_dt.timezone.utc)
+    except (TypeError, ValueError):
+        return False
 
 
 def _label(node: str, store) -> str:
