@@ -106,43 +106,76 @@ def test_the_seed_upgrade_deadlocks_on_kyverno_and_the_etcd_way_out_heals_it(tmp
 
 
 def _blocked(log: str) -> bool:
-    """The apiserver's log shows a bootstrap write refused by the webhook (its start cannot finish)."""
+    """The apiserver's log shows a bootstrap write failed (its start cannot finish): the ServiceCIDR controller's
+    error or the RBAC hook's. (Not a mere mention: "starting ServiceCIDR Allocator Controller" is an ordinary
+    start-up line, and the webhook's name is already in the log from before the upgrade.)"""
     try:
         with open(log, "rb") as f:
             text = f.read()
     except OSError:
         return False
-    return HOOK.encode() in text and (b"ServiceCIDR" in text or b"bootstrap-roles" in text)
+    return b"KubernetesDefaultServiceCIDRError" in text or b"unable to initialize roles" in text
 
 
-def test_the_sandbox_rehearsal_ends_with_the_real_kyverno_back(tmp_path):
-    """The rehearsal's last step with the real engine: `sandbox engine start` after the recovery is Kyverno
-    coming back; it takes over its configuration, and the revert finds Kyverno's copy and leaves it."""
+def test_the_sandbox_rehearsal_with_the_real_kyverno_from_up_to_revert(tmp_path):
+    """`sandbox up --engine kyverno`: the deadlock's webhook is the one the real Kyverno registered for the seed's
+    policy (its label), Kyverno is down and the 1.34 apiserver cannot finish its start. The
+    rehearsal as a user walks it: diagnose names Kyverno's webhook, the engine cannot come back before the
+    recovery, the etcd way out, `sandbox backend start` is Kyverno coming back (it takes over its configuration),
+    and the revert finds Kyverno's copy and leaves it."""
     from tests.real_control_plane import Sandbox
 
     _, new = binary_for("1.34")
     require(engines.binary("kyverno") or os.path.join(engines.ROOT, "build", "kyverno", "missing"))
-    sb = Sandbox(tmp_path, new, "deadlock")
+    sb = Sandbox(tmp_path, new, "deadlock", "--engine", "kyverno")
     try:
-        sb.wait(ready=False)
-        p = sb.cli("sandbox", "engine", "start", "--engine", "kyverno", "--dir", sb.dir)
+        st = sb.wait(ready=False)
+        assert st["engine"] == "kyverno" and not st["backend_running"], st
+        c = sb.client()
+        registered = c.call("GET", VWC + CFG)[1]
+        assert (registered["metadata"].get("labels") or {}).get("webhook.kyverno.io/managed-by") == "kyverno"
+        assert any(w["name"] == HOOK for w in registered["webhooks"])
+        text = sb.cli("sandbox", "status", "--dir", sb.dir).stdout.decode()
+        assert "webhook backend: down (kyverno (the real engine))" in text, text
+        wait_for("the bootstrap write refused in the log", lambda: _blocked(sb.api["log"]),
+                 logs=f"(logs in {sb.dir})")
+        p = sb.cli("diagnose", sb.api["log"], "-o", "json")
+        said = p.stdout.decode()
+        assert HOOK in said and CFG in said, said[-2000:]
+        p = sb.cli("sandbox", "backend", "start", "--dir", sb.dir)
         assert p.returncode == 2 and "not ready" in p.stderr.decode(), p.stderr.decode()  # it installs through it
         p = sb.cli("recover", "--method", "etcd", "-w", f"webhook:{HOOK}", "--etcd-endpoints", sb.endpoint,
                    "--apiserver", sb.api["url"], "--yes")
         assert p.returncode == 0, (p.stdout + p.stderr).decode()
-        p = sb.cli("sandbox", "engine", "start", "--engine", "kyverno", "--dir", sb.dir)
+        p = sb.cli("sandbox", "backend", "start", "--dir", sb.dir)
         assert p.returncode == 0, p.stderr.decode()
-        c = sb.client()
         cfg = wait_for("Kyverno's own configuration", lambda: (r := c.call("GET", VWC + CFG))[0] == 200 and (
             r[1]["metadata"].get("labels") or {}).get("webhook.kyverno.io/managed-by") == "kyverno" and any(
             w["name"] == HOOK for w in r[1]["webhooks"]) and r[1], logs=f"(logs in {sb.dir})")
+        assert cfg["metadata"]["uid"] != registered["metadata"]["uid"]  # re-created by Kyverno after the delete
         p = sb.cli("revert", "--yes")
         said = (p.stdout + p.stderr).decode()
         assert "put back by its owner, Kyverno" in said, said
         assert c.call("GET", VWC + CFG)[1]["metadata"]["uid"] == cfg["metadata"]["uid"]
-        assert sb.status()["ready"]
-        p = sb.cli("sandbox", "engine", "stop", "--engine", "kyverno", "--dir", sb.dir)
+        assert sb.status()["ready"] and sb.status()["backend_running"]
+        p = sb.cli("sandbox", "backend", "stop", "--dir", sb.dir)
         assert p.returncode == 0, p.stderr.decode()
+        assert not sb.status()["backend_running"]
     finally:
         sb.down()
     assert not [ln for ln in os.popen("pgrep -af build/kyverno").read().splitlines() if sb.dir in ln]
+
+
+def test_sandbox_up_with_an_engine_refuses_what_it_cannot_rehearse_before_anything_starts(tmp_path):
+    """--engine without --apiserver, an engine with the other seed's scenario: one line, exit 2, no directory."""
+    d = str(tmp_path / "sb")
+    env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state"), "KUBECONFIG": ""}
+    for args, said in ((["--engine", "kyverno"], "--engine needs --apiserver"),
+                       (["--apiserver", "/bin/true", "--engine", "gatekeeper", "--scenario", "deadlock"],
+                        "--engine gatekeeper rehearses fail-open or healthy, not deadlock"),
+                       (["--engine", "kyvern"], "kyvern")):
+        p = run_cli("sandbox", "up", "--dir", d, *args, env=env, timeout=60)
+        err = p.stderr.decode()
+        assert p.returncode == 2 and said in err and "Traceback" not in err, err
+        assert len(err.strip().splitlines()) <= 3, err
+        assert not os.path.exists(d)
