@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 
 from breakglass.core.errors import BadInput, Unreachable
+from breakglass.sandbox import scenarios
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -296,11 +297,7 @@ GATEKEEPER_CONSTRAINT = {
 GATEKEEPER_LEAKS = [
     ("/api/v1/namespaces/default/configmaps",
      {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unlabelled-config"}, "data": {"k": "v"}}),
-    ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-     {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-      "metadata": {"name": "team-a-is-cluster-admin"},
-      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-      "subjects": [{"kind": "Group", "name": "team-a", "apiGroup": "rbac.authorization.k8s.io"}]}),
+    scenarios.LEAKED_BINDING,
 ]
 
 

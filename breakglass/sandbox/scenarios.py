@@ -80,15 +80,20 @@ def webhooks(scenario: str, url: str, ca_path: str) -> list[dict]:
 LEAKED_NAMESPACE = "team-a"
 
 
+# cluster-admin for a team: what no policy engine should let in, whichever kinds its policies name
+LEAKED_BINDING = (
+    "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+     "metadata": {"name": "team-a-is-cluster-admin"},
+     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+     "subjects": [{"kind": "Group", "name": "team-a", "apiGroup": "rbac.authorization.k8s.io"}]})
+
+
 def leaked_requests() -> list[tuple[str, dict]]:
     ns = LEAKED_NAMESPACE
     return [
         ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
         (f"/api/v1/namespaces/{ns}/configmaps",
          {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unlabelled-config"}, "data": {"k": "v"}}),
-        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-          "metadata": {"name": "team-a-is-cluster-admin"},
-          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-          "subjects": [{"kind": "Group", "name": "team-a", "apiGroup": "rbac.authorization.k8s.io"}]}),
+        LEAKED_BINDING,
     ]
