@@ -252,7 +252,9 @@ def gatekeeper(directory: str, kubeconfig: str, port: int, cert_dir: str) -> Eng
         raise Unreachable("Gatekeeper is not built (make go-components builds it from its Go module)")
     free = _free_port
     argv = [path, f"--port={port}", "--host=127.0.0.1", f"--cert-dir={cert_dir}", "--disable-cert-rotation",
-            f"--health-addr=127.0.0.1:{free()}", f"--metrics-addr=127.0.0.1:{free()}", "--logtostderr",
+            f"--health-addr=127.0.0.1:{free()}", f"--metrics-addr=127.0.0.1:{free()}",
+            # its Prometheus exporter listens on 8888 unless told: a second Gatekeeper here would stop at once
+            f"--prometheus-port={free()}", "--logtostderr",
             f"--exempt-namespace={GATEKEEPER_NS}", "--disable-opa-builtin={http.send}"]
     env = {"KUBECONFIG": kubeconfig, "POD_NAMESPACE": GATEKEEPER_NS, "POD_NAME": GATEKEEPER_POD,
            "NAMESPACE": GATEKEEPER_NS, "CONTAINER_NAME": "manager"}
