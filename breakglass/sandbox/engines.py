@@ -369,10 +369,12 @@ ENGINES = ("kyverno", "gatekeeper")
 
 def _spawn(directory: str, eng: Engine) -> subprocess.Popen:
     """Start an engine as one of the sandbox's recorded processes (`sandbox down` stops it), its environment
-    given through env(1): procs.spawn passes the sandbox's own."""
+    given through env(1): procs.spawn passes the sandbox's own. It runs under the kubelet stand-in's restart
+    (sandbox.supervise): an engine that exits is started again, as its pod would be."""
     from breakglass.sandbox import procs  # noqa: PLC0415
 
-    argv = ["/usr/bin/env", *(f"{k}={v}" for k, v in eng.env.items()), *eng.argv]
+    argv = [*procs.python_module("breakglass.sandbox.supervise"), "--", "/usr/bin/env",
+            *(f"{k}={v}" for k, v in eng.env.items()), *eng.argv]
     return procs.spawn(directory, f"engine-{eng.name}", argv, eng.log, detached=True)
 
 
