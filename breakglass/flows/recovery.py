@@ -501,7 +501,8 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
             from breakglass.flows import rearm_check  # noqa: PLC0415
 
             # the apiserver's own call: a dry-run write each re-armed webhook matches, through it
-            guard["canary"] = rearm_check.canary(reading.api, run, st, _fresh_cluster(reading))
+            answered = frozenset(w for b in verdict.backends if b.ready for w in b.webhooks)
+            guard["canary"] = rearm_check.canary(reading.api, run, st, _fresh_cluster(reading), answered)
             guard["redo"] = rearm_check.redo_command(st)
             run.append("canary", ok=guard["canary"]["ok"], skipped=guard["canary"].get("skipped", ""),
                        lines=guard["canary"]["lines"])
