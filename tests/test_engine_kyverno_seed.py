@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 
 from breakglass.sandbox import apiserver as launcher
 from breakglass.sandbox import engines, free_port
@@ -164,6 +166,56 @@ def test_the_sandbox_rehearsal_with_the_real_kyverno_from_up_to_revert(tmp_path)
     finally:
         sb.down()
     assert not [ln for ln in os.popen("pgrep -af build/kyverno").read().splitlines() if sb.dir in ln]
+
+
+@pytest.mark.parametrize("node", ["kubeadm", "talos"])
+def test_the_plugin_flag_way_out_with_the_real_kyverno_on_each_node_kind(tmp_path, node):
+    """The seed's first way out, with Kyverno's own webhook: the admission plugins turned off in what the node
+    obeys (the kubeadm static-pod manifest, or the Talos machine config through talosctl), the 1.34 apiserver
+    then ready; Kyverno comes back; the revert (its guard calls Kyverno as the apiserver would, then a canary
+    through the apiserver) turns them on again, and the end state is right: ready, the plugins on, Kyverno
+    enforcing its policy."""
+    from tests.real_control_plane import Sandbox
+    from tests.test_real_apiserver import _talosctl
+
+    _, new = binary_for("1.34")
+    require(engines.binary("kyverno") or os.path.join(engines.ROOT, "build", "kyverno", "missing"))
+    sb = Sandbox(tmp_path, new, "deadlock", "--engine", "kyverno", "--node", node)
+    try:
+        sb.wait(ready=False)
+        if node == "kubeadm":
+            way, env = ["kubeadm", "--manifest", sb.api["manifest"], "--verify-timeout", "120"], {}
+        else:
+            flags, env = _talosctl(tmp_path, os.path.dirname(os.path.dirname(sb.api["node_config"])))
+            way = ["talos", "-n", "controlplane", *flags, "--apiserver", sb.api["url"], "--wait-timeout", "120"]
+        env = {**sb.env, **env}
+        p = run_cli("recover", *way, "--yes", "-o", "json", env=env, timeout=300)
+        assert p.returncode == 0, (p.stdout + p.stderr).decode()
+        assert sb.status()["ready"]
+        p = sb.cli("sandbox", "backend", "start", "--dir", sb.dir)  # Kyverno back
+        assert p.returncode == 0, p.stderr.decode()
+        c = sb.client()
+        node_flags = way[3:7] if node == "talos" else []  # how the revert reaches the node: the same talosctl
+        revert = ["revert", "--yes", "--kubeconfig", sb.api["kubeconfig"], *node_flags, "-o", "json"]
+
+        def guard_sees_kyverno():  # the guard's own call (TLS against the caBundle, an AdmissionReview)
+            p = run_cli(*revert, "--dry-run", env=env, timeout=300)
+            return json.loads(p.stdout or b"{}").get("result", {}).get("guard", {}).get("state") == "ready"
+
+        # (with the plugins off the apiserver calls no webhook: the guard asks Kyverno itself, until it answers)
+        wait_for("the revert guard seeing Kyverno serve", guard_sees_kyverno, logs=f"(logs in {sb.dir})")
+        p = run_cli(*revert, env=env, timeout=300)
+        doc = json.loads(p.stdout or b"{}")
+        canary = ((doc.get("result") or {}).get("guard") or {}).get("canary") or {}
+        assert p.returncode == 0, [ln for ln in canary.get("lines", []) if "failed" in ln] or p.stderr.decode()
+        assert canary["ok"], canary
+        sb.wait(ready=True)
+        status, out = c.call("POST", "/api/v1/namespaces/default/configmaps",
+                             {"metadata": {"name": "refused", "labels": {"breakglass-deny": "x"}}})
+        assert status == 400 or status == 403, out  # the webhook is called again, and Kyverno refuses
+        assert HOOK in json.dumps(out) or "breakglass-deny" in json.dumps(out), out
+    finally:
+        sb.down()
 
 
 def test_sandbox_up_with_an_engine_refuses_what_it_cannot_rehearse_before_anything_starts(tmp_path):
