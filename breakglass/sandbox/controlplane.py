@@ -94,8 +94,7 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
                     client.must("POST", path, obj)
     finally:
         with procs.interrupts_deferred():
-            first.terminate()
-            first.wait(30)
+            _stop_first_boot(first)
     if scenario == "deadlock":
         removed = _remove_upgrade_missing(etcd_endpoint)
         info["removed_keys"] = removed
@@ -139,6 +138,17 @@ def _install_engine(directory: str, info: dict, engine: str, scenario: str, clie
         say("sending requests while Gatekeeper is down (they are admitted: its webhook fails open)")
         for path, obj in engines.GATEKEEPER_LEAKS:
             client.must("POST", path, obj)
+
+
+def _stop_first_boot(proc: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds, as the kubelet ends a pod (terminationGracePeriodSeconds 30):
+    a loaded machine can keep kube-apiserver's graceful shutdown going longer, and what it wrote is in etcd."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def images(binary: trust.Pinned, ver: str) -> dict[str, trust.Pinned]:

@@ -5,12 +5,15 @@ while the apiserver restarts (a flag revert restarts it), and in a cluster its p
 
   python -m breakglass.sandbox.supervise [--backoff S] -- PROGRAM [ARG...]
 
-It runs in the engine's process group (sandbox.procs spawns it detached), so stopping the group stops both.
+A signal that stops it (SIGTERM, SIGINT, SIGHUP: `sandbox down`, `sandbox backend stop`) is passed to the engine,
+which it then waits for; the engine is also set to get SIGKILL should this process die first (PR_SET_PDEATHSIG),
+so no engine outlives its record.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 import time
@@ -33,17 +36,43 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         ap.error("no program to run")
     backoff, runs = a.backoff, 0
-    while True:
+    state = {"child": None, "stopping": False}
+
+    def stop(signum, _frame):
+        state["stopping"] = True
+        child = state["child"]
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    while not state["stopping"]:
         started = time.monotonic()
-        code = subprocess.call(command)
+        state["child"] = subprocess.Popen(command, preexec_fn=_die_with_parent)
+        code = state["child"].wait()
         ran, runs = time.monotonic() - started, runs + 1
+        if state["stopping"]:
+            return code
         if runs == 1 and ran < FIRST_RUN:
             return code or 1
         backoff = a.backoff if ran >= STEADY else backoff
         print(f"breakglass supervise: {command[0]} exited ({code}) after {ran:.0f} s; starting it again in "
               f"{backoff:g} s (a kubelet restarts an engine's pod)", file=sys.stderr, flush=True)
-        time.sleep(backoff)
+        deadline = time.monotonic() + backoff
+        while not state["stopping"] and time.monotonic() < deadline:
+            time.sleep(0.1)
         backoff = min(backoff * 2, MAX_BACKOFF)
+    return 0
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when this supervisor dies (Linux prctl PR_SET_PDEATHSIG)."""
+    import ctypes  # noqa: PLC0415
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":
