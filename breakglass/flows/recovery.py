@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 from dataclasses import dataclass, field
 
 from breakglass.core import journal, outcome, runstates
@@ -502,7 +503,7 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
 
             # the apiserver's own call: a dry-run write each re-armed webhook matches, through it
             answered = frozenset(w for b in verdict.backends if b.ready for w in b.webhooks)
-            guard["canary"] = rearm_check.canary(reading.api, run, st, _fresh_cluster(reading), answered)
+            guard["canary"] = rearm_check.canary(reading.api, run, st, _fresh_cluster(reading, answered), answered)
             guard["redo"] = rearm_check.redo_command(st)
             run.append("canary", ok=guard["canary"]["ok"], skipped=guard["canary"].get("skipped", ""),
                        lines=guard["canary"]["lines"])
@@ -515,16 +516,25 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
         _write_report(run)  # a full disk says so in the revert's own error, never instead of it
 
 
-def _fresh_cluster(reading: GuardReading):
+def _fresh_cluster(reading: GuardReading, answered: frozenset = frozenset()):
     """The flag ways re-armed the whole cluster: its configurations as read again after the revert (None for the
-    etcd and kubeapi ways, whose canary is the restored objects)."""
+    etcd and kubeapi ways, whose canary is the restored objects). An owner restarting with the apiserver may
+    re-register its webhooks a moment later (the real Kyverno's configuration is empty until its policy cache is
+    back), so the read is repeated, up to rearm_check.SETTLE_AFTER_RESTART, until every fail-closed webhook the
+    guard saw answering (``answered``) is there again."""
     from breakglass.flows import rearm_check  # noqa: PLC0415
 
     if reading.cluster is None:
         return None
     rearm_check.wait_reachable(reading.api)  # the kubelet restarts kube-apiserver with the plugins back on
-    configs, ok = _cluster(reading.api, None)
-    return [c for c in configs if any(w.failure_policy == "Fail" for w in c.webhooks)] if ok else []
+    deadline = time.monotonic() + rearm_check.SETTLE_AFTER_RESTART
+    while True:
+        configs, ok = _cluster(reading.api, None)
+        armed = [c for c in configs if any(w.failure_policy == "Fail" for w in c.webhooks)] if ok else []
+        seen = {w.name for c in armed for w in c.webhooks if w.failure_policy == "Fail"}
+        if answered <= seen or time.monotonic() > deadline:
+            return armed
+        time.sleep(rearm_check.SETTLE_STEP)
 
 
 def state_of(run: Run) -> str:
