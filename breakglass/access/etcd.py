@@ -143,11 +143,12 @@ def _ask_password(user: str) -> str:
 
 
 def _duration(text: str) -> float:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*", text)
-    if not m:
+    from breakglass.text import durations  # noqa: PLC0415
+
+    n = durations.seconds("".join(text.split()), bare_unit="s")  # etcdctl's env, as before: "5 s" too
+    if n is None:
         raise BadInput(f"not a duration: {text!r} (use e.g. 5s)")
-    n = float(m[1])
-    return n / 1000 if m[2] == "ms" else n * 60 if m[2] == "m" else n
+    return n
 
 
 def _unix_path(ep: str) -> str | None:

@@ -23,7 +23,6 @@ import datetime as _dt
 import difflib
 import json
 import os
-import re
 import shlex
 from dataclasses import dataclass
 
@@ -34,7 +33,7 @@ from breakglass.core.journal import Run, sha256
 from breakglass.text import admission_flags as flags
 from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, Edited, RevertOutcome, Step
 from breakglass.talos import machineconfig as mc
-from breakglass.text import textedit
+from breakglass.text import durations, textedit
 
 
 class TalosctlStore:
@@ -295,24 +294,22 @@ def apply_command(path: str, node: str = "", try_for: str | None = None) -> str:
 
 # -- --try-for: Talos' own dead man's switch --------------------------------------------------------------------
 
-_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 MIN_TRY_SECONDS = 60  # Talos' own default; less rolls back before a restarted apiserver has written anything
 
 
 def try_duration(text: str) -> str:
-    """A --try-for value as talosctl's --timeout takes it (Go duration in whole h, m, s: 10m, 1h30m), at least a
-    minute; bad input otherwise, in one line."""
-    m = _DURATION.fullmatch(text or "")
-    if not text or not m or not any(m.groups()):
+    """A --try-for value as talosctl's --timeout takes it (a Go duration: 10m, 1h30m), at least a minute; bad
+    input otherwise, in one line."""
+    secs = durations.seconds(text)
+    if secs is None:
         raise BadInput(f"--try-for {text!r}: not a duration (use h, m and s: 10m, 1h30m, 90s)")
-    if duration_seconds(text) < MIN_TRY_SECONDS:
+    if secs < MIN_TRY_SECONDS:
         raise BadInput(f"--try-for {text}: at least 1m (Talos would roll back before the apiserver is up)")
     return text
 
 
-def duration_seconds(text: str) -> int:
-    h, m, s = (int(g or 0) for g in _DURATION.fullmatch(text).groups())
-    return h * 3600 + m * 60 + s
+def duration_seconds(text: str) -> float:
+    return durations.seconds(text) or 0.0
 
 
 def try_note(try_for: str, store) -> str:
