@@ -127,11 +127,9 @@ def test_the_sandbox_leak_rehearsal_with_the_real_gatekeeper(tmp_path):
     Gatekeeper down, and requests a user sent meanwhile. leaks names exactly those from the sandbox's audit log;
     `sandbox backend start` is Gatekeeper coming back, and --recheck then reports the ConfigMap its constraint
     refuses."""
-    from tests.real_control_plane import Sandbox
+    from tests.real_control_plane import engine_sandbox
 
-    _, apiserver_bin = binary_for("1.34")
-    require(engines.binary("gatekeeper") or os.path.join(engines.ROOT, "build", "gatekeeper", "missing"))
-    sb = Sandbox(tmp_path, apiserver_bin, "fail-open", "--engine", "gatekeeper")
+    sb = engine_sandbox(tmp_path, "gatekeeper", "fail-open")
     try:
         st = sb.wait(ready=True)
         assert st["engine"] == "gatekeeper" and not st["backend_running"], st

@@ -125,11 +125,9 @@ def test_the_sandbox_rehearsal_with_the_real_kyverno_from_up_to_revert(tmp_path)
     rehearsal as a user walks it: diagnose names Kyverno's webhook, the engine cannot come back before the
     recovery, the etcd way out, `sandbox backend start` is Kyverno coming back (it takes over its configuration),
     and the revert finds Kyverno's copy and leaves it."""
-    from tests.real_control_plane import Sandbox
+    from tests.real_control_plane import engine_sandbox
 
-    _, new = binary_for("1.34")
-    require(engines.binary("kyverno") or os.path.join(engines.ROOT, "build", "kyverno", "missing"))
-    sb = Sandbox(tmp_path, new, "deadlock", "--engine", "kyverno")
+    sb = engine_sandbox(tmp_path, "kyverno", "deadlock")
     try:
         st = sb.wait(ready=False)
         assert st["engine"] == "kyverno" and not st["backend_running"], st
@@ -175,12 +173,10 @@ def test_the_plugin_flag_way_out_with_the_real_kyverno_on_each_node_kind(tmp_pat
     then ready; Kyverno comes back; the revert (its guard calls Kyverno as the apiserver would, then a canary
     through the apiserver) turns them on again, and the end state is right: ready, the plugins on, Kyverno
     enforcing its policy."""
-    from tests.real_control_plane import Sandbox
+    from tests.real_control_plane import engine_sandbox
     from tests.test_real_apiserver import _talosctl
 
-    _, new = binary_for("1.34")
-    require(engines.binary("kyverno") or os.path.join(engines.ROOT, "build", "kyverno", "missing"))
-    sb = Sandbox(tmp_path, new, "deadlock", "--engine", "kyverno", "--node", node)
+    sb = engine_sandbox(tmp_path, "kyverno", "deadlock", "--node", node)
     try:
         sb.wait(ready=False)
         if node == "kubeadm":
