@@ -88,9 +88,22 @@ class RealApiserver:
         keys = dataclasses.replace(self.pki, ca=bundle)  # of the flags, only --client-ca-file reads it
         argv = launcher.flags(self.layout, keys, self.etcd_endpoint, port)
         assert f"--client-ca-file={bundle}" in argv
-        self.proc = self._spawn([self.binary, *argv], self.layout.log)
+        self.argv = [self.binary, *argv]
+        self.proc = self._spawn(self.argv, self.layout.log)
         self.client = launcher.Client(self.url, self.pki)
         launcher.wait_state(self.client, "ready", 120, alive=lambda: self.proc.poll() is None)
+
+    def restart(self, seconds: float = 180) -> None:
+        """Stop the apiserver and start it again on the same etcd, as an upgrade's or a kubelet's restart does;
+        returns once it is ready (Unreachable, naming its log, if it exits or never is)."""
+        from tests.real_control_plane import stop_group
+
+        stop_group(self.proc)
+        self.proc = self._spawn(self.argv, self.layout.log)
+        try:
+            launcher.wait_state(self.client, "ready", seconds, alive=lambda: self.proc.poll() is None)
+        except Exception as e:
+            raise AssertionError(f"the restarted apiserver: {e} (log: {self.layout.log})") from None
 
     def _bootstrap(self) -> None:
         c = self.client
@@ -151,6 +164,21 @@ class RealApiserver:
         c = pyetcd.client(host, int(port), timeout=10)
         try:
             return c.get(key)[0]
+        finally:
+            c.close()
+
+    def etcd_delete(self, prefix: str) -> list[str]:
+        """Delete every key under ``prefix`` straight from etcd (what a cluster upgraded from an older version
+        lacks); the keys deleted."""
+        import pyetcd
+
+        host, port = self.etcd_endpoint.split("://")[1].split(":")
+        c = pyetcd.client(host, int(port), timeout=10)
+        try:
+            keys = [meta.key.decode() for _, meta in c.get_prefix(prefix, keys_only=True)]
+            for key in keys:
+                c.delete(key)
+            return keys
         finally:
             c.close()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -117,6 +118,7 @@ def test_a_direct_patch_is_undone_and_the_audit_gives_kyvernos_own_form(kyverno)
     lasting = subprocess.run(["bash", "-c", fix["lasting"]["command"]],
                              env={**os.environ, "KUBECONFIG": kyverno.kubeconfig}, capture_output=True, timeout=60)
     assert lasting.returncode == 0, lasting.stderr.decode()
+    applied = time.monotonic()
     kyverno.until("Kyverno's own webhook carrying the ConfigMap's matchConditions", lambda: names <= {
         c["name"] for c in kyverno.hook(kyverno.get()).get("matchConditions") or []})
     # ...and keeps them through a reconcile: a patch of another field is rewritten, the conditions stay
@@ -127,6 +129,9 @@ def test_a_direct_patch_is_undone_and_the_audit_gives_kyvernos_own_form(kyverno)
     assert status == 200
     kyverno.until("the failurePolicy rewritten to Fail", lambda: kyverno.hook(kyverno.get())["failurePolicy"] == "Fail")
     assert names <= {c["name"] for c in kyverno.hook(kyverno.get()).get("matchConditions") or []}
+    # still there a minute after it was set, through Kyverno's periodic reconciles (its watchdog: every 10 s)
+    time.sleep(max(0.0, 60 - (time.monotonic() - applied)))
+    assert names <= {c["name"] for c in kyverno.hook(kyverno.get()).get("matchConditions") or []}
     # the conditions do what they say: a ServiceCIDR no longer goes to the webhook, with Kyverno stopped
     kyverno.stop()
     try:
@@ -136,6 +141,14 @@ def test_a_direct_patch_is_undone_and_the_audit_gives_kyvernos_own_form(kyverno)
         status, doc = kyverno.client.call("POST", "/api/v1/namespaces/default/configmaps", {
             "metadata": {"name": "not-exempt"}})
         assert status >= 500 and HOOK in json.dumps(doc), doc  # everything else still fails closed
+        # and the seed's restart: the default ServiceCIDR and its IPAddress gone (a cluster upgraded from 1.32
+        # has neither), Kyverno down, its fail-closed webhook on every resource registered: 1.34 becomes ready
+        removed = kyverno.api.etcd_delete("/registry/servicecidrs/") + kyverno.api.etcd_delete("/registry/ipaddresses/")
+        assert "/registry/servicecidrs/kubernetes" in removed and any("/ipaddresses/" in k for k in removed), removed
+        kyverno.api.restart()
+        status, cidr = kyverno.client.call("GET", "/apis/networking.k8s.io/v1/servicecidrs/kubernetes")
+        assert status == 200, cidr  # created at boot: the apiserver's own write no longer goes to the webhook
+        assert HOOK in json.dumps(kyverno.get())  # with the fail-closed webhook still registered all along
     finally:
         kyverno.client.call("DELETE", "/apis/networking.k8s.io/v1/servicecidrs/breakglass-test")
         status, _ = kyverno.client.call("PATCH", "/api/v1/namespaces/kyverno/configmaps/kyverno",
