@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -112,3 +113,29 @@ def denying(gk) -> set:
 
     gk.until("Gatekeeper denying again", denied)
     return admitted
+
+
+class Traffic(threading.Thread):
+    """ConfigMaps violating the seed's constraint (no owner label), one after another, each name's answer kept:
+    what a user keeps sending while the tunnel breaks."""
+
+    def __init__(self, client) -> None:
+        super().__init__(daemon=True)
+        self.client, self.answers, self.stop = client, {}, threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            name = f"traffic-{i:05d}"
+            status, _ = self.client.call("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": name}})
+            self.answers[name] = status
+            i += 1
+
+    def count(self, status: int) -> int:
+        return sum(1 for s in list(self.answers.values()) if s == status)
+
+    def finish(self) -> set:
+        """Stop sending; the names that got in (201)."""
+        self.stop.set()
+        self.join(60)
+        return {n for n, s in self.answers.items() if s == 201}

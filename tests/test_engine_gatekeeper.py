@@ -149,9 +149,42 @@ def test_the_sandbox_leak_rehearsal_with_the_real_gatekeeper(tmp_path):
         kubeconfig = sb.info["files"]["kubeconfig"]
         rechecked = wait_until_rejected(sb, kubeconfig)
         assert "missing required labels" in rechecked["reason"], rechecked
+        _the_tunnel_restarts_under_traffic(sb)
     finally:
         sb.down()
-    assert not [ln for ln in os.popen("pgrep -af build/gatekeeper").read().splitlines() if sb.dir in ln]
+    assert not [ln for ln in os.popen("pgrep -af 'build/gatekeeper|build/konnectivity'").read().splitlines()
+                if sb.dir in ln]
+    assert not os.path.exists(sb.dir)
+
+
+def _the_tunnel_restarts_under_traffic(sb) -> None:
+    """The seed's leak, rehearsed: the sandbox's webhook calls go through a real konnectivity server and agent;
+    `sandbox tunnel restart` kills the agent while violating ConfigMaps keep coming. What got in is exactly what
+    `leaks` reports from the sandbox's audit log."""
+    from tests.real_engines import Traffic, wait_for
+
+    tunnel = sb.status()["tunnel"]
+    assert tunnel and tunnel["connected"], tunnel
+    assert "--egress-selector-config-file=" in open(sb.api["node_config"], encoding="utf-8").read()
+    traffic = Traffic(sb.client())
+    traffic.start()
+    try:
+        wait_for("denials through the tunnel", lambda: traffic.count(403) >= 5, logs=f"(logs in {sb.dir})")
+        p = sb.cli("sandbox", "tunnel", "restart", "--dir", sb.dir, "--down-for", "2s", "-o", "json")
+        assert p.returncode == 0, p.stderr.decode()
+        assert json.loads(p.stdout)["result"]["killed"] is True
+        denied = traffic.count(403)
+        wait_for("denials again after the agent's return", lambda: traffic.count(403) >= denied + 5,
+                 logs=f"(logs in {sb.dir})")
+    finally:
+        got_in = traffic.finish()
+    assert got_in, traffic.answers  # no agent for 2 s: the fail-open webhook admitted what it should have judged
+    assert set(traffic.answers.values()) <= {201, 403}, traffic.answers
+    p = sb.cli("leaks", "--audit-log", sb.api["audit_log"], "--webhook", FAIL_OPEN, "-o", "json")
+    assert p.returncode == 3, p.stderr.decode()
+    leaked = {x["name"] for x in json.loads(p.stdout)["result"]["leaks"]
+              if x["resource"] == "configmaps" and x["name"].startswith("traffic-")}
+    assert leaked == got_in, sorted(leaked ^ got_in)
 
 
 def wait_until_rejected(sb, kubeconfig: str) -> dict:

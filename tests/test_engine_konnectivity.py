@@ -12,13 +12,12 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 
 
 from breakglass.sandbox import engines
 from tests.real_apiserver_session import RealApiserver
 from tests.real_control_plane import binary_for, require
-from tests.real_engines import Gatekeeper, denying, kill, wait_for
+from tests.real_engines import Gatekeeper, Traffic, denying, kill, wait_for
 from tests.webhook_backends import Ca
 
 FAIL_OPEN = "validation.gatekeeper.sh"
@@ -35,25 +34,6 @@ class Tunnelled(RealApiserver):
         if argv and argv[0] == self.binary:
             argv = [*argv, f"--egress-selector-config-file={self.egress}"]
         return super()._spawn(argv, log)
-
-
-class Traffic(threading.Thread):
-    """ConfigMaps violating the constraint, one after another, each name's answer kept."""
-
-    def __init__(self, client) -> None:
-        super().__init__(daemon=True)
-        self.client, self.answers, self.stop = client, {}, threading.Event()
-
-    def run(self) -> None:
-        i = 0
-        while not self.stop.is_set():
-            name = f"traffic-{i:05d}"
-            status, _ = self.client.call("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": name}})
-            self.answers[name] = status
-            i += 1
-
-    def count(self, status: int) -> int:
-        return sum(1 for s in list(self.answers.values()) if s == status)
 
 
 def test_leaks_through_a_restarting_konnectivity_agent_are_reported_exactly(tmp_path):
@@ -92,9 +72,7 @@ def test_leaks_through_a_restarting_konnectivity_agent_are_reported_exactly(tmp_
         agent = agent_engine.start()
         denied = traffic.count(403)
         wait_for("denials again after the agent's return", lambda: traffic.count(403) >= denied + 5, logs=logs)
-        traffic.stop.set()
-        traffic.join(60)
-        got_in = {n for n, s in traffic.answers.items() if s == 201}
+        got_in = traffic.finish()
         assert got_in and all(s in (201, 403) for s in traffic.answers.values()), traffic.answers
         # from the audit log: exactly the requests that got in (and nothing of the denied ones)
         p = gk.cli("leaks", "--audit-log", api.layout.audit_log, "--webhook", FAIL_OPEN, "-o", "json")

@@ -139,3 +139,41 @@ def test_status_after_etcd_died_says_to_stop_what_is_left_first(tmp_path):
         down = run_cli("sandbox", "down", "--dir", d, "-o", "json")
     assert down.returncode == 0, down.stderr
     assert not os.path.exists(d)
+
+
+def test_tunnel_restart_without_a_tunnel_or_with_a_bad_duration_is_one_line_and_changes_nothing(tmp_path):
+    d = str(tmp_path / "sb")
+    for args, said in ((("--down-for", "3x"), b"--down-for '3x': not a duration"),
+                       (("--down-for", "11m"), b"not a duration up to 10m"),
+                       ((), b"no sandbox with an apiserver runs in")):
+        p = run_cli("sandbox", "tunnel", "restart", "--dir", d, *args)
+        assert p.returncode == 2 and said in p.stderr and b"Traceback" not in p.stderr, p.stderr
+        assert not os.path.exists(d)
+    p = run_cli("sandbox", "up", "--dir", d, "--tunnel")
+    assert p.returncode == 2 and b"--tunnel needs --apiserver" in p.stderr, p.stderr
+    assert not os.path.exists(d)
+    assert run_cli("sandbox", "up", "--dir", d).returncode == 0  # an etcd-only sandbox has no tunnel to restart
+    try:
+        p = run_cli("sandbox", "tunnel", "restart", "--dir", d)
+        assert p.returncode == 2 and b"no sandbox with an apiserver" in p.stderr, p.stderr
+    finally:
+        assert run_cli("sandbox", "down", "--dir", d).returncode == 0
+
+
+def test_a_socket_path_too_long_for_unix_goes_to_a_private_directory_that_down_removes(tmp_path):
+    from breakglass.sandbox import tunnel
+
+    deep = tmp_path / ("d" * 120)
+    (deep / "tunnel").mkdir(parents=True)
+    sock, elsewhere = tunnel._socket_path(str(deep / "tunnel"))
+    assert elsewhere and len(sock.encode()) <= 107 and os.path.dirname(sock) == elsewhere
+    assert os.stat(elsewhere).st_mode & 0o777 == 0o700
+    tunnel.cleanup(str(deep))
+    assert not os.path.exists(elsewhere)
+    short = tmp_path / "s"
+    (short / "tunnel").mkdir(parents=True)
+    assert tunnel._socket_path(str(short / "tunnel")) == (str(short / "tunnel" / "konnectivity.sock"), None)
+    # a socket-dir record naming a directory that is not one of ours is never removed
+    (short / "tunnel" / "socket-dir").write_text(str(tmp_path))
+    tunnel.cleanup(str(short))
+    assert tmp_path.exists()

@@ -34,7 +34,7 @@ def test_zsh_and_fish_complete_subcommands():
     assert "snapshot" in zsh and "restore" not in zsh
     fish = _complete({"_BREAKGLASS_COMPLETE": "complete_fish", "_TYPER_COMPLETE_ARGS": "breakglass sandbox ",
                       "_TYPER_COMPLETE_FISH_ACTION": "get-args"})
-    assert {line.split("\t")[0] for line in fish.splitlines()} == {"up", "down", "status", "backend", "engine"}
+    assert {line.split("\t")[0] for line in fish.splitlines()} == {"up", "down", "status", "backend", "engine", "tunnel"}
 
 
 @pytest.mark.parametrize("shell,marker", [("bash", "complete -o default -F _breakglass_completion breakglass"),

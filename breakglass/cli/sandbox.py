@@ -62,6 +62,11 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
                                     "`make go-components`): kyverno for deadlock or healthy, gatekeeper for "
                                     "fail-open or healthy. Its backend is then the engine itself.",
                    show_default=False)] = None,
+               tunnel: Annotated[Optional[bool], typer.Option(
+                   "--tunnel/--no-tunnel", help="With --apiserver: the webhook calls go through a real konnectivity "
+                                                "server and agent (`sandbox tunnel restart` breaks them). Default: "
+                                                "on for fail-open where konnectivity is built.",
+                   show_default=False)] = None,
                output: OutputOpt = Output.text, verbose: VerboseOpt = False) -> None:
     """Start the sandbox (idempotent) and print how to point breakglass at it.
 
@@ -82,6 +87,8 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
 
       breakglass sandbox up --apiserver ./kube-apiserver --engine kyverno
 
+      breakglass sandbox up --apiserver ./kube-apiserver --engine gatekeeper --scenario fail-open
+
       breakglass webhooks $(breakglass sandbox up -o json | jq -r .result.flags)
     """
 
@@ -97,7 +104,7 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
             _mkdir_private(resolve(state_dir))
         sb = sandbox.up(sandbox_dir or sandbox.default_dir(state_dir), apiserver=apiserver,
                         scenario=scenario.value, say=say, node=node.value,
-                        engine=engine.value if engine else None)
+                        engine=engine.value if engine else None, tunnel=tunnel)
         st = {**sandbox.status(sb.dir), "reused": sb.reused}
         _show(output, "Sandbox", st, lambda: _render_sandbox(st))
         return 0
@@ -210,6 +217,45 @@ def sandbox_engine(action: Annotated[BackendAction, typer.Argument(help="start o
     _run(output, verbose, body)
 
 
+tunnel_app = typer.Typer(name="tunnel", help="The sandbox's konnectivity tunnel (fail-open scenario): the path "
+                                              "the apiserver's webhook calls take.", no_args_is_help=True,
+                         rich_markup_mode=None)
+sandbox_app.add_typer(tunnel_app, name="tunnel")
+
+
+@tunnel_app.command("restart")
+def tunnel_restart(down_for: Annotated[str, typer.Option(
+                       "--down-for", help="How long no agent runs, as Go writes durations (a pod's restart).")]
+                   = "3s",
+                   sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
+                   output: OutputOpt = Output.text, verbose: VerboseOpt = False) -> None:
+    """Restart the konnectivity agent as its pod restarts: SIGKILL (no drain), --down-for without an agent, a new
+    one connected. Calls through it break meanwhile: a fail-open webhook admits what it should have judged (find
+    them with `breakglass leaks`), a fail-closed one refuses.
+
+    Examples:
+
+      breakglass sandbox tunnel restart
+
+      breakglass sandbox tunnel restart --down-for 10s -o json
+    """
+
+    def body() -> int:
+        from breakglass import sandbox  # noqa: PLC0415
+        from breakglass.text.durations import seconds  # noqa: PLC0415
+
+        wait = seconds(down_for)
+        if wait is None or wait > 600:
+            raise BadInput(f"--down-for {down_for!r}: not a duration up to 10m (3s, 500ms, 1m)")
+        d = sandbox_dir or sandbox.default_dir(state_dir)
+        st = sandbox.tunnel_restart(d, wait)
+        _show(output, "Sandbox", st, lambda: f"konnectivity agent {'killed and ' if st['killed'] else ''}started "
+                                             f"again after {down_for}: connected (log: {st['log']})")
+        return 0
+
+    _run(output, verbose, body)
+
+
 def _existing_dir_or_none(d: str) -> str:
     """--dir naming a file is bad input, not "sandbox not running"."""
     if os.path.exists(d) and not os.path.isdir(d):
@@ -238,6 +284,10 @@ def _render_sandbox(st: dict) -> str:
         backend = (f"{api['engine']} (the real engine)" if api.get("engine") else
                    f"stand-in, {api['webhook_url']}")
         out.append(f"  webhook backend: {'up' if api['backend_running'] else 'down'} ({backend})")
+        t = api.get("tunnel")
+        if t:
+            out.append(f"  tunnel: konnectivity server {'up' if t['server_running'] else 'DOWN'}, agent "
+                       f"{'connected' if t['connected'] else 'up, not connected' if t['agent_running'] else 'DOWN'}")
     out.append(f"  etcd (pid {st['pid']}): {st['flags']}")
     out += [f"  {k}: {v}" for k, v in st["files"].items()]
     out.append("next:")
@@ -246,4 +296,6 @@ def _render_sandbox(st: dict) -> str:
     if api:
         out.append("  breakglass sandbox backend start   (the policy engine is back"
                    + (f": {api['engine']} itself)" if api.get("engine") else ")"))
+        if api.get("tunnel"):
+            out.append("  breakglass sandbox tunnel restart  (the konnectivity agent's pod restarts)")
     return "\n".join(out)

@@ -188,7 +188,8 @@ def _save(sb: Sandbox) -> None:
 
 PROCESS_NAMES = {"etcd": "etcd", "apiserver-boot": "kube-apiserver (first boot)", "kubelet": "kubelet stand-in",
                  "apiserver": "kube-apiserver", "backend": "webhook backend (stand-in)",
-                 "engine-kyverno": "Kyverno", "engine-gatekeeper": "Gatekeeper"}
+                 "engine-kyverno": "Kyverno", "engine-gatekeeper": "Gatekeeper",
+                 "tunnel-server": "konnectivity-server", "tunnel-agent": "konnectivity-agent"}
 
 
 def status(directory: str) -> dict:
@@ -213,6 +214,7 @@ def status(directory: str) -> dict:
         owner = sb.apiserver.get("engine")
         api["engine"] = owner
         api["backend_running"] = procs.find(directory, f"engine-{owner}" if owner else "backend") is not None
+        api["tunnel"] = _tunnel().status(directory, sb.apiserver)
         out["apiserver"] = api
     return out
 
@@ -222,13 +224,18 @@ ENGINE_SCENARIOS = {"kyverno": ("deadlock", "healthy"), "gatekeeper": ("fail-ope
 
 
 def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = None, scenario: str = "deadlock",
-       say=lambda _m: None, node: str = "kubeadm", engine: str | None = None) -> Sandbox:
+       say=lambda _m: None, node: str = "kubeadm", engine: str | None = None,
+       tunnel: bool | None = None) -> Sandbox:
     """Start the sandbox in ``directory``, or give back the one running there (``reused``). One ``up`` or
     ``down`` at a time holds the directory; an interrupt (Ctrl-C, SIGTERM, SIGHUP) stops what was started.
-    ``engine``: the scenario's webhooks are the real engine's own (sandbox.engines), not the stand-in's."""
+    ``engine``: the scenario's webhooks are the real engine's own (sandbox.engines), not the stand-in's.
+    ``tunnel``: the webhook calls go through a real konnectivity server and agent (sandbox.tunnel); None: for
+    the fail-open scenario wherever konnectivity is built."""
     directory = os.path.abspath(directory)
     if engine is not None:
         _engine_fits(engine, apiserver, scenario)
+    if tunnel and (apiserver is None or not _tunnel().available()):
+        raise BadInput("--tunnel needs --apiserver and konnectivity built (`make go-components`, needs Go)")
     _refuse_foreign(directory)
     trust.ancestors(directory, missing_ok=True)
     with lock.held(directory, create=True, say=say):
@@ -248,9 +255,10 @@ def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = N
 
             version(api.path)  # a wrong path is one line before anything starts
         try:
-            return _start(directory, etcd, api, scenario, say, node, engine)
+            return _start(directory, etcd, api, scenario, say, node, engine, tunnel)
         except BaseException:
             procs.stop(directory)  # an interrupt or a failure leaves no process behind
+            _tunnel().cleanup(directory)
             raise
 
 
@@ -301,10 +309,17 @@ def _empty(directory: str) -> None:
             os.unlink(entry.path)
 
 
+def _tunnel():
+    from breakglass.sandbox import tunnel  # noqa: PLC0415 - it imports this package's siblings
+
+    return tunnel
+
+
 def _start(directory: str, etcd: trust.Pinned, api: trust.Pinned | None, scenario: str, say, node: str,
-           engine: str | None = None) -> Sandbox:
+           engine: str | None = None, tunnel: bool | None = None) -> Sandbox:
     if procs.stop(directory):
         say("stopped what an interrupted sandbox left running")
+    _tunnel().cleanup(directory)
     try:
         _empty(directory)
         os.chmod(directory, 0o700)
@@ -320,7 +335,7 @@ def _start(directory: str, etcd: trust.Pinned, api: trust.Pinned | None, scenari
         return sb
     from breakglass.sandbox import controlplane  # noqa: PLC0415
 
-    sb.apiserver = controlplane.start(directory, endpoint, api, scenario, free_port, say, node, engine)
+    sb.apiserver = controlplane.start(directory, endpoint, api, scenario, free_port, say, node, engine, tunnel)
     sb.files.update(apiserver_log=sb.apiserver["log"], audit_log=sb.apiserver["audit_log"],
                     kubeconfig=sb.apiserver["kubeconfig"])
     # the file the running apiserver obeys replaces the static example of that kind
@@ -482,6 +497,18 @@ def engine(directory: str, name: str, start: bool) -> dict:
     return st
 
 
+def tunnel_restart(directory: str, down_for: float) -> dict:
+    """The konnectivity agent's pod restarts (sandbox.tunnel.restart_agent) while the sandbox runs."""
+    directory = os.path.abspath(directory)
+    with lock.held(directory, create=False) as there:
+        sb = load(directory) if there else None
+        if sb is None or not sb.apiserver or not _running(directory):
+            raise BadInput(f"no sandbox with an apiserver runs in {directory}",
+                           hint="breakglass sandbox up --apiserver build/kube-apiserver/v1.34.4/kube-apiserver "
+                                "--scenario fail-open")
+        return _tunnel().restart_agent(directory, sb.apiserver, down_for)
+
+
 def down(directory: str) -> bool:
     """Stop every process the sandbox started (found by their records) and remove its directory."""
     directory = os.path.abspath(directory)
@@ -492,5 +519,6 @@ def down(directory: str) -> bool:
         trust.own_dir(directory)  # another user's records are not believed: no pid is signalled from them
         _refuse_foreign(directory)
         was = procs.stop(directory)
+        _tunnel().cleanup(directory)
         shutil.rmtree(directory, ignore_errors=True)
     return was

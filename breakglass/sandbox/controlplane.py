@@ -16,7 +16,7 @@ import time
 import yaml
 
 from breakglass.core.errors import BadInput, BreakglassError, Unreachable
-from breakglass.sandbox import apiserver, pki as pkimod, procs, scenarios, trust
+from breakglass.sandbox import apiserver, pki as pkimod, procs, scenarios, trust, tunnel as tunnelmod
 from breakglass.sandbox.apiserver import Client, Layout
 from breakglass.core.textfile import write_private
 
@@ -57,10 +57,12 @@ def _remove_upgrade_missing(etcd_endpoint: str) -> list[str]:
 
 
 def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: str, free_port, say=lambda _m: None,
-          node: str = "kubeadm", engine: str | None = None) -> dict:
+          node: str = "kubeadm", engine: str | None = None, tunnel: bool | None = None) -> dict:
     """Start the control plane of ``scenario`` under ``directory``; returns what sandbox.json records. The
     binary was pinned by ``up``: every start of it, here and by the kubelet stand-in, checks it is unchanged.
-    With ``engine`` the scenario's webhooks are that real engine's own (sandbox.engines), not the stand-in's."""
+    With ``engine`` the scenario's webhooks are that real engine's own (sandbox.engines), not the stand-in's.
+    ``tunnel``: webhook calls through a real konnectivity server and agent (sandbox.tunnel); None: for the
+    fail-open scenario wherever konnectivity is built."""
     ver = apiserver.version(binary.verify())
     layout = Layout(directory)
     keys = pkimod.make(layout.pki_dir)
@@ -73,6 +75,9 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
             "version": ver, "binary": binary.path, "scenario": scenario, "node": node, "manifest": layout.manifest,
             "backend_port": backend_port, "webhook_url": f"https://127.0.0.1:{backend_port}",
             "kubelet_pid": None, "backend_pid": None, "engine": engine}
+    if tunnel or (tunnel is None and scenario == "fail-open" and tunnelmod.available()):
+        say("starting a konnectivity server and agent: the webhook calls go through them, as on GKE")
+        command = sorted([*command, *tunnelmod.start(directory, info, keys)])  # kubeadm sorts its flags
 
     say(f"booting kube-apiserver {ver} once so the bootstrap objects exist")
     first = procs.spawn(directory, "apiserver-boot", [binary.verify(), *command], layout.log)

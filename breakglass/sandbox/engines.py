@@ -336,9 +336,11 @@ def low_port() -> int:
     raise Unreachable("no free loopback port between 20000 and 32000")
 
 
-def konnectivity_server(directory: str, uds: str, cert: str, key: str, agent_port: int) -> Engine:
+def konnectivity_server(directory: str, uds: str, cert: str, key: str, agent_port: int,
+                        health_port: int | None = None) -> Engine:
     """konnectivity-server in gRPC mode on ``uds`` (the apiserver's side), agents on 127.0.0.1:agent_port over TLS
-    with ``cert``/``key`` (mandatory for the agents' side)."""
+    with ``cert``/``key`` (mandatory for the agents' side); its /readyz (plain HTTP on ``health_port``) is 200 once
+    an agent is connected."""
     path = binary("konnectivity", "konnectivity-server")
     if path is None:
         raise Unreachable("konnectivity is not built (make go-components builds it from its Go module)")
@@ -346,7 +348,7 @@ def konnectivity_server(directory: str, uds: str, cert: str, key: str, agent_por
     argv = [path, "--mode=grpc", f"--uds-name={uds}", "--delete-existing-uds-file", "--server-port=0",
             f"--cluster-cert={cert}", f"--cluster-key={key}", f"--agent-port={agent_port}",
             "--agent-bind-address=127.0.0.1", f"--admin-port={free()}", "--admin-bind-address=127.0.0.1",
-            f"--health-port={free()}", "--health-bind-address=127.0.0.1", "--server-count=1"]
+            f"--health-port={health_port or free()}", "--health-bind-address=127.0.0.1", "--server-count=1"]
     return Engine("konnectivity-server", argv, {}, os.path.join(directory, "konnectivity-server.log"))
 
 
@@ -458,8 +460,22 @@ def _start_in_sandbox(directory: str, info: dict, name: str, layout, keys, clien
         _until("the constraint accepted", lambda: client.call(
             "POST", "/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels", GATEKEEPER_CONSTRAINT)[0]
             in (200, 201, 409), proc, eng.log)
+    # running is not enforcing (Gatekeeper admits until it has synced its constraint, Kyverno until its policy
+    # is ready): asked as a user's write would be, through the apiserver, by a dry run it must refuse
+    _until(f"{name} refusing what its policy forbids", lambda: _refused(client), proc, eng.log)
     info.setdefault("engines", {})[name] = {"pid": proc.pid, "port": port, "version": version, "log": eng.log}
     return {"engine": name, "version": version, "running": True, "log": eng.log}
+
+
+# a ConfigMap both seed policies refuse: no owner label (Gatekeeper's constraint), the breakglass-deny label
+# (Kyverno's policy); sent as a server-side dry run, which both engines' webhooks take (sideEffects None)
+_FORBIDDEN = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "breakglass-enforcing-probe", "labels": {"breakglass-deny": "yes"}}}
+
+
+def _refused(client) -> bool:
+    status, out = client.call("POST", "/api/v1/namespaces/default/configmaps?dryRun=All", _FORBIDDEN)
+    return status in (400, 403) and "denied the request" in str(out.get("message", ""))
 
 
 def stop_in_sandbox(directory: str, info: dict, name: str) -> dict:

@@ -179,14 +179,14 @@ def signal_one(rec: Record, directory: str, sig: int) -> None:
             os.kill(rec.pid, sig)
 
 
-def stop(directory: str, names: tuple[str, ...] | None = None, seconds: float = 30) -> bool:
+def stop(directory: str, names: tuple[str, ...] | None = None, seconds: float = 30, hard: bool = False) -> bool:
     """Stop the sandbox's live processes (all, or those ``names``): SIGTERM, then SIGKILL to any still there
-    after ``seconds``. Whole groups go too when every live member is ours: what the kubelet stand-in started
-    is in its group. True if anything was running."""
+    after ``seconds`` (``hard``: SIGKILL at once, as a node losing a pod). Whole groups go too when every live
+    member is ours: what the kubelet stand-in started is in its group. True if anything was running."""
     with interrupts_deferred():
         recs = [r for r in live(directory) if names is None or r.name in names]
         groups = _our_groups(directory, recs) if names is None else set()
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        for sig in (signal.SIGKILL,) if hard else (signal.SIGTERM, signal.SIGKILL):
             for r in recs:
                 signal_one(r, directory, sig)
             for g in groups:
