@@ -117,3 +117,46 @@ def test_a_config_file_gets_the_try_mode_apply_command(talos, tmp_path):
     assert p.returncode == 8, p.stderr  # edited, not applied
     nxt = json.loads(p.stdout)["outcome"]["next"]
     assert nxt[0] == f"talosctl apply-config -n 10.0.0.2 -f {cfg} --mode=try --timeout 15m", nxt
+
+
+def _wizard_to_the_confirmation(talos, tmp_path, monkeypatch, log: str, try_answer: str):
+    """The wizard through the Talos way in (talosctl, node cp1) to the typed confirmation, which is declined."""
+    from breakglass.core.errors import Declined
+    from breakglass.flows import wizard
+    from breakglass.present.prompts import ScriptedPrompter
+
+    for k, v in talos.env.items():
+        monkeypatch.setenv(k, v)
+    cfg = tmp_path / "talosconfig"
+    cfg.write_text("context: prod\ncontexts:\n  prod:\n    endpoints: [127.0.0.1]\n    nodes: [cp1]\n")
+    talosctl = str(tmp_path / "bin" / "talosctl")
+    p = ScriptedPrompter([log, "talos", str(cfg), "cp1", "", talosctl, "talos", try_answer, "", "back", "quit"])
+    with pytest.raises(Declined):
+        wizard.run(p, talos.env["BREAKGLASS_STATE_DIR"])
+    return "\n".join(p.transcript)
+
+
+def test_the_wizard_offers_talos_try_mode_first_for_a_bootstrap_deadlock(talos, tmp_path, monkeypatch):
+    from tests.test_wizard import LOG  # the seed's log: Kyverno blocking the default ServiceCIDR at start-up
+
+    text = _wizard_to_the_confirmation(talos, tmp_path, monkeypatch, LOG, "10m")
+    question = text.index("? Should Talos undo this by itself? (talosctl --mode=try)")
+    offered = [ln for ln in text[:question].splitlines() if ln.startswith("  - ")][-3:]
+    assert offered[0].startswith("  - yes: Talos puts the previous config back 10m"), offered
+    assert "blocks the apiserver's start-up writes only once" in text
+    assert "note: --try-for 10m: applied with talosctl's --mode=try" in text, text
+    dry = _patches(talos)
+    assert dry and all("--dry-run" in c and "--mode=try" in c for c in dry), dry  # planned, never applied
+    assert talos.docs("cp1") == talos.initial["cp1"] and not (talos.dir / "nodes" / "cp1.try.json").exists()
+
+
+def test_the_wizard_keeps_the_flag_until_revert_first_when_the_block_recurs(talos, tmp_path, monkeypatch):
+    # Istio's webhook blocking node Leases: it blocks again whenever it is re-armed with its backend down
+    log = os.path.join(os.path.dirname(__file__), "..", "examples", "logs", "k3s-journald-istio.log")
+    text = _wizard_to_the_confirmation(talos, tmp_path, monkeypatch, log, "")
+    question = text.index("? Should Talos undo this by itself? (talosctl --mode=try)")
+    offered = [ln for ln in text[:question].splitlines() if ln.startswith("  - ")][-3:]
+    assert offered[0].startswith("  - no: the plugins stay off until you run breakglass revert"), offered
+    assert "--try-for" not in text and "--timeout 10m" not in text
+    assert _patches(talos)  # planned (its dry run), never applied
+    assert talos.docs("cp1") == talos.initial["cp1"]

@@ -29,6 +29,7 @@ from breakglass.flows import planner, readiness, recovery, retry
 from breakglass.present import render
 from breakglass.core.errors import BadInput, BreakglassError, Declined, ExitCode, Interrupted, Unreachable
 from breakglass.core.runstates import EDITED
+from breakglass.diagnose.model import BOOTSTRAP
 from breakglass.present.prompts import Choice, Prompter
 from breakglass.text.admission_flags import WEBHOOK_PLUGINS
 
@@ -95,9 +96,11 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
                 break  # back to the ways in, with what was typed
             method, variant = chosen
             planned = list(targets)  # what the plan acts on (picked from the cluster too): the lasting fix names it
+            # asked once, before the planning a restart gap may retry
+            try_for = _try_for(p, family) if method == "talos" and variant != "file" else None
             try:
                 remedy, steps, confirm_word, refs = retry.call(
-                    lambda: _plan(p, method, variant, access, planned, plugins, typed),
+                    lambda: _plan(p, method, variant, access, planned, plugins, typed, try_for),
                     time.monotonic() + RETRY_SECONDS, p.progress, what="the cluster")
             except _Back:
                 continue
@@ -804,7 +807,7 @@ def _pick_configurations(p: Prompter, a: planner.Access, method: str, targets: l
 
 
 def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: list[dict], plugins: list[str],
-          typed: Typed):
+          typed: Typed, try_for: str | None = None):
     """The way out's plan for this access, through the variant the registry chose for it (ways.registry)."""
     if method in ("etcd", "kubeapi"):
         targets[:] = _pick_configurations(p, a, method, targets)  # the lasting fix names what was chosen
@@ -834,7 +837,7 @@ def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: li
         if variant == "file":
             remedy, steps = recovery.plan_talos(recovery.talos_store(files=True), a.talos_files, plugins)
         else:
-            remedy, steps = recovery.plan_talos(recovery.talos_store(a.talos), a.talos_nodes, plugins)
+            remedy, steps = recovery.plan_talos(recovery.talos_store(a.talos), a.talos_nodes, plugins, try_for)
         return remedy, steps, ",".join(plugins), []
     if method == "kubeadm":
         if variant == "local":
@@ -858,6 +861,27 @@ def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: li
         remedy, steps = recovery.plan_k3s(method, a.ssh_nodes, None, None, plugins, 180.0)
         return remedy, steps, ",".join(plugins), []
     raise BadInput(f"unknown method {method}")
+
+
+TRY_FOR = ("10m", "30m")  # talosctl --mode=try deadlines offered: minutes for the apiserver to start and write
+
+
+def _try_for(p: Prompter, family: str | None) -> str | None:
+    """Whether the nodes take the plugin flag in talosctl's try mode (a dead man's switch: Talos puts the previous
+    config back by itself at the deadline), and for how long; None: until `breakglass revert`. First offered for a
+    bootstrap deadlock, whose block is one-time: once the apiserver has written its objects (the default
+    ServiceCIDR, its IPAddress, new roles), re-arming does not block it again even with the engine still down."""
+    rollback = [Choice(t, f"yes: Talos puts the previous config back {t} after the apply",
+                       description="A dead man's switch: the webhooks are re-armed even if nobody reverts (the "
+                                   "plugins are off meanwhile; revert earlier with its checks).") for t in TRY_FOR]
+    keep = Choice("", "no: the plugins stay off until you run breakglass revert",
+                  description="For a block that recurs (Leases, Nodes, the engine's own pods): a rollback before "
+                              "the engine is back would lock the cluster again.")
+    if family == BOOTSTRAP:
+        p.say("This deadlock blocks the apiserver's start-up writes only once: a deadline fits it.")
+    answer = p.select("Should Talos undo this by itself? (talosctl --mode=try)",
+                      [*rollback, keep] if family == BOOTSTRAP else [keep, *rollback])
+    return answer or None
 
 
 def _typed_word(p: Prompter, word: str, intro: str, question: str = "") -> bool:
