@@ -67,8 +67,10 @@ def test_unset_failure_policy_defaults_to_fail_in_v1_and_ignore_in_v1beta1():
 
 
 def test_ignore_cannot_deadlock():
-    rep = audit.audit([_cfg(failurePolicy="Ignore")])
+    rep = audit.audit([_cfg(failurePolicy="Ignore", timeoutSeconds=3)])
     assert _rules(rep) == {("fails-open", "info")}
+    # but the v1 default timeout (10 s) on Leases outlasts a leader-election renewal's 5 s client timeout
+    assert ("lease-timeout", "high") in _rules(audit.audit([_cfg(failurePolicy="Ignore")]))
 
 
 def test_servicecidr_only_from_1_33():
@@ -98,7 +100,9 @@ def test_match_conditions_excluding_the_apiserver_clear_bootstrap_but_not_recove
     # Secrets in kube-system, csinodes, CRDs, the backend's ReplicaSet) were missed before; the kube-system Service
     # (kube-dns) is not rewritten when a cluster comes back, so it is not among them
     assert set(f.kinds) == {"Node", "Lease", "Endpoints", "EndpointSlice", "Pod", "ReplicaSet", "Secret",
-                            "CertificateSigningRequest", "CSINode", "CustomResourceDefinition"}
+                            "CertificateSigningRequest", "CSINode", "CustomResourceDefinition",
+                            # issue 36: kube-system's workloads and controllers' identities
+                            "DaemonSet", "Deployment", "ServiceAccount", "ControllerRevision"}
     assert f.severity == "critical"  # the kubelet's Lease in kube-node-lease
 
 

@@ -196,7 +196,8 @@ WRITES: tuple[Write, ...] = (
           "staging/src/k8s.io/component-helpers/apimachinery/lease/controller.go"),
     Write("kubelet-csr", KUBELET, "CertificateSigningRequest", "certificates.k8s.io", "certificatesigningrequests",
           "", ("CREATE",), (), "TLS bootstrap and certificate rotation fail: new nodes cannot join; existing "
-          "kubelets keep their certificates until they expire", "low", "pkg/kubelet/certificate/bootstrap/bootstrap.go",
+          "kubelets keep their client certificates only until they expire (a year by default), then go "
+          "NotReady", "medium", "pkg/kubelet/certificate/bootstrap/bootstrap.go",
           every_start=False),
     Write("kubelet-pod-status", KUBELET, "Pod", "", "pods", "status", ("UPDATE",), ("kube-system", BACKEND),
           "pods never become Ready: the webhook's replacement pods get no endpoints, kube-system pods stay "
@@ -243,22 +244,57 @@ WRITES: tuple[Write, ...] = (
           "node taints are not kept: NotReady nodes are not tainted, recovered ones not untainted", "high",
           "pkg/controller/nodelifecycle/node_lifecycle_controller.go"),
     Write("kcm-csr-approval", KCM, "CertificateSigningRequest", "certificates.k8s.io", "certificatesigningrequests",
-          "approval", ("UPDATE",), (), "kubelet CSRs are not approved: new nodes cannot join, rotation fails", "low",
+          "approval", ("UPDATE",), (), "kubelet CSRs are not approved: new nodes cannot join, rotation fails", "medium",
           "pkg/controller/certificates/approver/sarapprove.go"),
     Write("kcm-csr-status", KCM, "CertificateSigningRequest", "certificates.k8s.io", "certificatesigningrequests",
-          "status", ("UPDATE",), (), "approved CSRs are not signed: new nodes cannot join, rotation fails", "low",
+          "status", ("UPDATE",), (), "approved CSRs are not signed: new nodes cannot join, rotation fails", "medium",
           "pkg/controller/certificates/signer/signer.go"),
     Write("kcm-daemonset-status", KCM, "DaemonSet", "apps", "daemonsets", "status", ("UPDATE",), ("kube-system",),
-          "kube-system DaemonSets' status is stale (rollouts of CNI and kube-proxy wait)", "low",
+          "kube-system DaemonSets' status is stale: a rollout of the CNI or kube-proxy never completes",
+          "medium",
           "pkg/controller/daemon/daemon_controller.go"),
+    Write("kcm-replicaset-status", KCM, "ReplicaSet", "apps", "replicasets", "status", ("UPDATE",),
+          ("kube-system", BACKEND), "ReplicaSets' status is stale: the Deployment controller cannot tell how many "
+          "pods are available, so a rollout of CoreDNS or of the webhook's own Deployment stalls", "medium",
+          "pkg/controller/replicaset/replica_set_utils.go (updateReplicaSetStatus)"),
+    Write("kcm-controllerrevisions", KCM, "ControllerRevision", "apps", "controllerrevisions", "", _CU + ("DELETE",),
+          ("kube-system", BACKEND), "the DaemonSet controller cannot record a new template's revision: it stops "
+          "syncing that DaemonSet (constructHistory fails first), so a changed CNI or kube-proxy DaemonSet makes "
+          "no pods", "medium", "pkg/controller/daemon/update.go (constructHistory)", every_start=False),
+    Write("kcm-controller-serviceaccounts", KCM, "ServiceAccount", "", "serviceaccounts", "", ("CREATE",),
+          ("kube-system",), "with --use-service-account-credentials (kubeadm's default) each controller of "
+          "kube-controller-manager runs as kube-system/<controller>, created when missing: a missing one is "
+          "never made and that controller does not run", "high",
+          "staging/src/k8s.io/controller-manager/pkg/clientbuilder/client_builder_dynamic.go", every_start=False),
+    Write("kcm-scale", KCM, "Deployment", "apps", "deployments", "scale", ("UPDATE",), ("kube-system", BACKEND),
+          "the HorizontalPodAutoscaler (and kube-system's DNS autoscaler) cannot scale: DNS and the webhook's "
+          "backend stay at their replica count under load", "medium",
+          "pkg/controller/podautoscaler/horizontal.go; kubernetes-sigs/cluster-proportional-autoscaler"),
+    Write("kcm-replicaset-scale", KCM, "ReplicaSet", "apps", "replicasets", "scale", ("UPDATE",),
+          ("kube-system", BACKEND), "a HorizontalPodAutoscaler on a ReplicaSet cannot scale it", "low",
+          "pkg/controller/podautoscaler/horizontal.go"),
     # -- add-ons that must come back first ---------------------------------------------------------------------------
     Write("cni-node-annotate", ADDONS, "Node", "", "nodes", "", ("UPDATE",), (),
           "the CNI agent cannot annotate its Node (Calico, Flannel, Canal): no pod network on that node",
           "high", "not in kubernetes/kubernetes: flannel pkg/subnet/kube/kube.go, calico node startup"),
     Write("addon-crds", OPERATORS, "CustomResourceDefinition", "apiextensions.k8s.io", "customresourcedefinitions",
           "", _CU, (), "CNIs and operators that apply their CRDs at start (Calico, Cilium) cannot install or upgrade "
-          "them; where the CRD already exists it keeps serving, so a restart usually comes back", "low",
+          "them, and an operator that waits for its CRD does not start; where the CRD already exists it keeps "
+          "serving", "medium",
           "staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresourcedefinition/strategy.go"),
+    Write("addon-workloads", ADDONS, "DaemonSet", "apps", "daemonsets", "", _CU, ("kube-system",),
+          "kube-system's DaemonSets (CNI, kube-proxy, CSI node plugins) cannot be upgraded or repaired: `kubeadm "
+          "upgrade apply` fails at its add-on phase, add-on operators cannot reconcile them", "medium",
+          "cmd/kubeadm/app/phases/addons/proxy/proxy.go", every_start=False),
+    Write("addon-deployments", ADDONS, "Deployment", "apps", "deployments", "", _CU, ("kube-system",),
+          "kube-system's Deployments (CoreDNS, metrics-server, CNI operators) cannot be upgraded or repaired", "medium",
+          "cmd/kubeadm/app/phases/addons/dns/dns.go", every_start=False),
+    Write("addon-secrets", ADDONS, "Secret", "", "secrets", "", _CU + ("DELETE",), ("kube-system",),
+          "Secrets in kube-system cannot be written: kubeadm's uploaded control-plane certificates (kubeadm-certs, "
+          "for joining control-plane nodes), add-ons' rotated keys and certificates (CNI, CSI), and the token "
+          "cleaner's removal of expired bootstrap tokens", "medium",
+          "cmd/kubeadm/app/phases/copycerts/copycerts.go; pkg/controller/bootstrap/tokencleaner.go",
+          every_start=False),
     Write("kubeadm-bootstrap-token", KUBEADM, "Secret", "", "secrets", "", ("CREATE",), ("kube-system",),
           "bootstrap tokens (kube-system/bootstrap-token-*) cannot be made: no node can join", "medium",
           "cmd/kubeadm/app/phases/bootstraptoken/node/token.go", every_start=False),

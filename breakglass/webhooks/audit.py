@@ -271,6 +271,13 @@ def bootstrap_kinds_touched(w: Webhook, target=None) -> list[str]:
 
 
 RENEW_DEADLINE = 10  # seconds: leader election's default --leader-elect-renew-deadline (client-go leaderelection)
+# kube-controller-manager's and the scheduler's lease renewals carry a 5 s client timeout (their lease PUTs say
+# `?timeout=5s`): a webhook that may take longer than this fails the renewal even when it fails open, after the
+# rest of the request has had its share (Gardener's care check draws the same line at 3 s)
+LEASE_TIMEOUT_MAX = 3
+# most control-plane clients give a request 30 s: a fail-open webhook that waits longer than this before failing
+# open leaves too little of it (Gardener's care check: over 15 s is problematic)
+SLOW_FAIL_OPEN = 15
 
 
 def _hit_text(hits: list[intercept.Hit]) -> str:
@@ -350,15 +357,26 @@ def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target, namespaces=None)
                 "can keep the apiserver's own writes away from it.")
     else:
         leases = [h for h in hits if h.write.kind == "Lease"]
-        if leases and w.timeout_seconds > RENEW_DEADLINE:
+        if leases and w.timeout_seconds > LEASE_TIMEOUT_MAX:
             add("lease-timeout", "high",
                 f'webhook "{w.name}" fails open, but only after {w.timeout_seconds}s, on Lease renewals',
-                f"failurePolicy Ignore with timeoutSeconds {w.timeout_seconds}, longer than leader election's "
-                f"{RENEW_DEADLINE}s renew deadline, on {_hit_text(leases)}. While its backend hangs (packets "
-                f"dropped, not refused) every renewal waits for the timeout: kube-controller-manager and the "
-                f"scheduler lose leadership and restart in a loop, node heartbeats fall behind. Keep Leases out "
-                f"(the matchConditions below) or set timeoutSeconds to {RENEW_DEADLINE // 2} or less.",
+                f"failurePolicy Ignore with timeoutSeconds {w.timeout_seconds}, on {_hit_text(leases)}. Leader "
+                f"election renews within a {RENEW_DEADLINE}s deadline, each renewal with a 5s client timeout "
+                f"(`?timeout=5s`): while its backend hangs (packets dropped, not refused) every renewal waits for "
+                f"the webhook and times out first, so kube-controller-manager and the scheduler lose leadership "
+                f"and restart in a loop, and node heartbeats fall behind. Keep Leases out (the matchConditions "
+                f"below) or set timeoutSeconds to {LEASE_TIMEOUT_MAX} or less.",
                 [h.write.kind for h in leases], _fix_writes(cfg, w, leases))
+        slow = [h for h in hits if h not in leases and heal.rank(h.write.severity) >= heal.rank("medium")]
+        if slow and w.timeout_seconds > SLOW_FAIL_OPEN:
+            add("slow-fail-open", "medium",
+                f'webhook "{w.name}" fails open only after {w.timeout_seconds}s, on writes a cluster needs',
+                f"failurePolicy Ignore with timeoutSeconds {w.timeout_seconds}, on {_hit_text(slow)}. Most "
+                f"control-plane clients give a request 30s: while its backend hangs, each of these writes waits "
+                f"{w.timeout_seconds}s before it is admitted, and with another webhook or a retry behind it, it "
+                f"times out instead. Set timeoutSeconds to {SLOW_FAIL_OPEN} or less (10, the v1 default, is "
+                f"enough for a healthy backend), or keep these writes out (the matchConditions below).",
+                [h.write.kind for h in slow], _fix_writes(cfg, w, slow))
         add("fails-open", "info", f'webhook "{w.name}" fails open',
             "failurePolicy Ignore: it cannot deadlock the cluster, but while its backend is unreachable every "
             "request it should check is admitted unchecked (see `breakglass leaks`).")
