@@ -130,7 +130,9 @@ def test_fatal_hook_without_a_webhook_is_its_own_finding():
     [f] = d.findings
     assert f.family == "admission-not-ready" and f.severity == "critical"
     assert f.hooks == ["start-service-ip-repair-controllers"] and len(f.evidence) == 2
-    assert d.verdict.state == "deadlocked" and d.remedies == []
+    # issue 36: no line ties it to a webhook: stuck, what the lines point at, and no webhook way out
+    assert d.verdict.state == "stuck" and d.remedies == [] and d.verdict.needs_action
+    assert "admission not ready" in d.verdict.explanation and "breakglass webhooks" in d.verdict.explanation
 
 
 def test_readyz_failures_tie_to_the_only_fail_closed_webhook_as_probable():

@@ -109,6 +109,7 @@ CASES = [
     ("sandbox-backend-not-running", ["sandbox", "backend"], ["start", "--dir", "{W}/nosandbox"], 2),
     ("sandbox-engine-not-running", ["sandbox", "engine"],
      ["start", "--engine", "kyverno", "--dir", "{W}/nosandbox"], 2),
+    ("sandbox-tunnel-not-running", ["sandbox", "tunnel", "restart"], ["--dir", "{W}/nosandbox"], 2),
 ]
 
 

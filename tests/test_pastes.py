@@ -162,8 +162,9 @@ def test_numbers(capsys):
 def test_every_family_has_at_least_four_collected_incidents_or_decoys():
     counts = family_counts(evaluate_all())
     for fam, (named, collected) in counts.items():
-        # node-lease: only two public threads with the lines found so far; bootstrap: the excerpts issue 16 collected
-        assert collected >= {"node-lease": 2, "bootstrap": 3}.get(fam, 4), (fam, counts)
+        # node-lease: only two public threads with the lines found so far; bootstrap: of the excerpts issue 16
+        # collected, two name no webhook and are `stuck` since issue 36 (the webhook seeds are in tests/fixtures/real)
+        assert collected >= {"node-lease": 2, "bootstrap": 1}.get(fam, 4), (fam, counts)
     assert counts["conversion"][0] == counts["conversion"][1]
     assert counts["none"][0] == counts["none"][1]  # nothing that must not be named a deadlock is
 

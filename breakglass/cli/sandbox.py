@@ -179,8 +179,11 @@ def sandbox_backend(action: Annotated[BackendAction, typer.Argument(help="start 
         from breakglass import sandbox  # noqa: PLC0415
         d = sandbox_dir or sandbox.default_dir(state_dir)
         st = sandbox.backend(d, action is BackendAction.start)
+        off = st.get("running") and st.get("engine") and st.get("enforcing") is None
         _show(output, "Sandbox", st, lambda: f"webhook backend {'running' if st['running'] else 'stopped'} "
-                                             f"({st['url']})")
+                                             f"({st['url']})" + (
+            "\nnot seen enforcing: the apiserver's webhook admission plugins are off (revert turns them on)"
+            if off else ""))
         return 0
 
     _run(output, verbose, body)

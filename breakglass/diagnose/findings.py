@@ -14,7 +14,7 @@ from breakglass.webhooks import vendors
 from breakglass.diagnose import causes
 from breakglass.diagnose.correlate import Correlator, LogRecord, _Acc
 from breakglass.diagnose.model import (
-    BOOTSTRAP, CLEAR, CONVERSION, CRITICAL, DEADLOCK_LIKELY, DEADLOCKED, DEGRADED, ERROR, INFO, LEAKING, LIKELY,
+    BOOTSTRAP, CLEAR, CONVERSION, CRITICAL, DEADLOCK_LIKELY, DEADLOCKED, DEGRADED, STUCK, ERROR, INFO, LEAKING, LIKELY,
     NODE_LEASE, PROVEN, PROVEN_LOG, REFUTED, SELF_DEPENDENCY, SEVERITY_RANK, WARNING, Evidence, Finding, Verdict,
 )
 
@@ -69,15 +69,21 @@ def _times(a: _Acc) -> list[float]:
 
 
 def settled_at_start(a: _Acc, last_ts: dict[str, float]) -> bool:
-    """A readiness failure at start that the log shows cleared: `not finished` (or not yet ready) for less than
-    PERSIST_S, and the same log goes on with later lines of start-up (a bootstrap step that succeeded, anything
-    diagnose reads) after the last failure. Only asked when nothing in the logs names a webhook."""
+    """A readiness failure at start that does not persist: `not finished` (or not yet ready) for less than
+    PERSIST_S, whether the same log goes on with later lines of start-up or ends there (a capture of the first
+    second of a start shows every apiserver's hooks unfinished: only failures that keep coming over time are an
+    alarm). Only asked when nothing in the logs names a webhook."""
     if a.kind not in ("readyz", "not-ready") or a.last is None:
         return False
     times = _times(a)
-    if not times or max(times) - min(times) >= PERSIST_S:
-        return False
-    return last_ts.get(a.last.source, max(times)) > max(times)
+    return bool(times) and max(times) - min(times) < PERSIST_S
+
+
+def _log_ends_at(accs: list[_Acc], last_ts: dict[str, float]) -> bool:
+    """The logs end with these failures: nothing later shows whether start-up went on."""
+    timed = [a for a in accs if a.last and _times(a)]
+    latest = max((max(_times(a)) for a in timed), default=None)
+    return latest is not None and all(last_ts.get(a.last.source, latest) <= latest for a in timed)
 
 
 def _is_stuck(a: _Acc, fatal: set | frozenset = frozenset(), last_ts: dict[str, float] | None = None) -> bool:
@@ -561,14 +567,21 @@ class Builder:
         a = max(accs, key=lambda x: x.count)
         base = self._base(a)
         _add_evidence(base["evidence"], [x for x in accs if x is not a], "failure")
+        ended = _log_ends_at(accs, self.c.last_ts)
         return Finding(
             family=SETTLED, severity=INFO,
-            title=f"readiness failed for a moment at start ({', '.join(hooks)}), then start-up went on",
+            title=(f"readiness failed for a moment at start ({', '.join(hooks)})"
+                   + (": the log ends there" if ended else ", then start-up went on")),
             explanation=(f"/readyz reported {', '.join('poststarthook/' + h for h in hooks)} as not finished for "
-                         f"less than {PERSIST_S:.0f} s, and the log goes on with later start-up lines. Every "
-                         f"apiserver reports its post-start hooks unfinished in its first seconds; no webhook is "
-                         f"named anywhere in these logs. Not an alarm."),
-            advice="nothing to do; if the apiserver is not ready now, capture a longer log",
+                         f"less than {PERSIST_S:.0f} s, and "
+                         + ("the log ends there, so it cannot show whether start-up went on. " if ended else
+                            "the log goes on with later start-up lines. ")
+                         + "Every apiserver reports its post-start hooks unfinished in its first seconds; no webhook "
+                           "is named anywhere in these logs. Not an alarm: only the same hooks failing over time "
+                           "are."),
+            advice=("if the apiserver is not ready now, capture a longer log (kubectl get --raw='/readyz?verbose', "
+                    "or the apiserver's log over a minute)" if ended else
+                    "nothing to do; if the apiserver is not ready now, capture a longer log"),
             hooks=hooks, **base)
 
     def _leader(self, a: _Acc, findings: list[Finding]) -> Finding | None:
@@ -683,6 +696,37 @@ def _family_text(lead: Finding) -> str:
             f"conversion once the backend answers.")
 
 
+# What the lines of a stuck start-up point at, when none names a webhook: (pattern, what it means)
+_STUCK_CAUSES = (
+    (re.compile(r"etcdserver|context deadline exceeded|request timed out|took too long|slow request|"
+                r"apply request took", re.I),
+     "etcd answering slowly or not at all (the hook's writes time out in storage, not in admission)"),
+    (re.compile(r"reason withheld", re.I),
+     "the apiserver withholding a failure's reason: a control plane not yet configured (its RBAC or its "
+     "authentication not in place)"),
+    (re.compile(r"not yet ready to handle request", re.I),
+     "admission not ready: its informers (webhook configurations, policies) have not synced"),
+    (re.compile(r"informer|cache.*sync|WaitForCacheSync", re.I), "caches that have not synced"),
+    (re.compile(r"timed out waiting for the condition|Handler timeout|TLS handshake timeout", re.I),
+     "the hook's own requests timing out (a slow or overloaded apiserver, or its storage: see etcd's latency)"),
+)
+
+
+def _stuck_text(lead: Finding) -> str:
+    """What is stuck, what the lines point at, and the commands that tell whether a webhook is in it."""
+    said = " ".join([lead.title, lead.explanation, *(e.text for e in lead.evidence)])
+    causes = [what for rx, what in _STUCK_CAUSES if rx.search(said)]
+    hooks = ", ".join(f"poststarthook/{h}" for h in lead.hooks if h and h != "?") or "a post-start hook"
+    text = (f"{hooks} keeps failing ({lead.title}), and no line in these logs ties it to an admission webhook. "
+            + (f"The lines point at {'; '.join(causes)}. " if causes else
+               "The lines do not say why; the hook's own error is in the apiserver's log before them. ")
+            + "To tell whether a webhook is in it: `breakglass webhooks` (what could intercept the hook's writes), "
+              "`breakglass audit` (which of them fail closed on them), etcd's health (`etcdctl endpoint status "
+              "--write-out=table`, `etcdctl endpoint health`), and the apiserver's log from its start. No webhook "
+              "way out is offered for it.")
+    return text
+
+
 def _steps(cycle: list[str]) -> str:
     return " ".join(f"({i}) {step}." for i, step in enumerate(cycle, 1))
 
@@ -727,6 +771,9 @@ def _verdict(findings: list[Finding]) -> Verdict:
                     f"every control-plane node (remedies below, least invasive first), let the apiserver start, "
                     f"repair the webhook, add matchConditions that keep bootstrap objects away from it, then "
                     f"revert the bypass.")
+        elif not (lead.webhook or lead.policy) and not any(f.webhook or f.policy for f in findings):
+            return Verdict(STUCK, "STUCK: the apiserver cannot finish starting; no line ties it to a webhook",
+                           _stuck_text(lead), True)
         else:
             headline = "STUCK: the apiserver cannot finish starting"
             text = lead.explanation

@@ -112,11 +112,14 @@ PROVEN_LOG, LIKELY, PROVEN, REFUTED = "log", "likely", "proven", "refuted"
 # Verdict states. DEADLOCKED: a cycle shown (by the apiserver's own lines, or checked against the cluster's
 # configuration); DEADLOCK_LIKELY: a cycle the log's names point to, not checked (Verdict.prove says how).
 DEADLOCKED, DEADLOCK_LIKELY, DEGRADED, LEAKING, CLEAR = "deadlocked", "deadlock-likely", "degraded", "leaking", "clear"
+# STUCK: the apiserver cannot finish starting, and no line ties it to an admission webhook (a slow etcd, a hook's
+# own error): said as what is stuck and what the lines point at, never as a webhook's deadlock
+STUCK = "stuck"
 
 
 @dataclass
 class Verdict:
-    state: str  # deadlocked | deadlock-likely | degraded | leaking | clear
+    state: str  # deadlocked | deadlock-likely | stuck | degraded | leaking | clear
     headline: str
     explanation: str
     needs_action: bool

@@ -77,6 +77,31 @@ class Layout:
         return self.path("pki")
 
 
+def kubelet_state(directory: str) -> dict:
+    """What the kubelet stand-in last wrote of the apiserver it runs (its pid, restarts); {} before it ran."""
+    try:
+        with open(Layout(directory).path("kubelet.json"), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def calls_webhooks(directory: str) -> bool:
+    """Whether the sandbox's running apiserver calls validating webhooks: not while its command line disables the
+    plugin (the plugin-flag way out), when no write through it can show an engine enforcing. True when it cannot
+    tell (no apiserver under the kubelet stand-in yet: the first boot runs with the default plugins)."""
+    from breakglass.text import admission_flags as af  # noqa: PLC0415
+
+    pid = kubelet_state(directory).get("pid")
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
+            args = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[1:] if a]
+        disabled = af.split(af.values_of(af.occurrences(args, "kube-apiserver")).get(af.DISABLE))
+    except (OSError, TypeError, ValueError, BadInput):
+        return True
+    return "ValidatingAdmissionWebhook" not in disabled
+
+
 def version(binary: str) -> str:
     """``v1.34.4`` from ``kube-apiserver --version``; a path that is not a kube-apiserver is bad input."""
     try:

@@ -17,7 +17,7 @@ import yaml
 
 from breakglass.core.errors import BadInput, BreakglassError, Unreachable
 from breakglass.sandbox import apiserver, pki as pkimod, procs, scenarios, trust, tunnel as tunnelmod
-from breakglass.sandbox.apiserver import Client, Layout
+from breakglass.sandbox.apiserver import Client, Layout, kubelet_state
 from breakglass.core.textfile import write_private
 
 
@@ -240,14 +240,6 @@ def _settle(client: Client, ver: str, seconds: float = 60) -> None:
             if time.monotonic() > deadline:
                 raise Unreachable(f"kube-apiserver {ver} did not finish its bootstrap ({path}: HTTP {status})")
             time.sleep(0.2)
-
-
-def kubelet_state(directory: str) -> dict:
-    try:
-        with open(Layout(directory).path("kubelet.json"), encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
 
 
 def start_backend(directory: str, info: dict, detached: bool = False) -> int:
