@@ -357,3 +357,17 @@ def test_the_wizards_lasting_fix_is_kyvernos_own_form_for_kyvernos_configuration
     plain["metadata"].pop("ownerReferences", None)
     unowned = wizard._permanent_fix(targets, {name: plain})
     assert "strategic-merge patch" in unowned and f"kubectl patch validatingwebhookconfiguration {name}" in unowned
+
+
+def test_a_stuck_start_no_line_ties_to_a_webhook_offers_no_way_out_unless_asked(state, tmp_path):
+    """issue 36: the verdict `stuck` (no webhook named) says what to check; declining leaves with exit 3, nothing
+    changed and no way out offered."""
+    log = tmp_path / "stuck.log"
+    log.write_text(
+        'F0122 06:54:22.457615      10 hooks.go:203] PostStartHook "scheduling/bootstrap-system-priority-classes" '
+        'failed: unable to add default system priority classes: timed out waiting for the condition\n')
+    p = ScriptedPrompter([str(log), False])
+    assert wizard.run(p, state) == 3
+    text = "\n".join(p.transcript)
+    assert "no line ties it to a webhook" in text and "no webhook way out is proposed" in text
+    assert "Which way out?" not in text and "How can you reach the cluster?" not in text

@@ -75,6 +75,8 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
         return 0
     if diag is not None and diag.verdict.state == "degraded" and not _degraded(p, diag):
         return 0
+    if diag is not None and diag.verdict.state == "stuck" and not _stuck(p):
+        return int(ExitCode.FOUND)  # stuck, and nothing changed: not an all-clear
     family = diag.verdict.family if diag else None
     # 2. how to reach the cluster, and which way out; every step has a way back, and nothing typed is lost
     typed = Typed()
@@ -958,6 +960,16 @@ def _degraded(p: Prompter, diag) -> bool:
     if diag.verdict.prove:
         p.say(f"To check that no cycle holds the cluster: {diag.verdict.prove}")
     return p.confirm("Look for a way out anyway?", False)
+
+
+def _stuck(p: Prompter) -> bool:
+    """The apiserver cannot finish starting, but no line ties it to a webhook (the verdict said what the lines point
+    at): bypassing webhooks would change the cluster for nothing, so the ways out are only offered on request,
+    after checking. True to go on to them."""
+    p.say("No webhook is named in these logs, so no webhook way out is proposed. Check first:")
+    p.say("  $ breakglass webhooks --etcd-endpoints https://127.0.0.1:2379   (what could intercept the hook's writes)")
+    p.say("  $ etcdctl endpoint status --write-out=table                      (etcd's latency and leader)")
+    return p.confirm("A webhook you know of is in it: look for a way out anyway?", False)
 
 
 def _leaks(p: Prompter) -> bool:
