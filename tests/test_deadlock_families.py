@@ -127,3 +127,27 @@ def test_json_exposes_the_family(tmp_path):
     p.write_text(CONV)
     doc = json.loads(run_cli("diagnose", str(p), "-o", "json").stdout)["result"]
     assert doc["verdict"]["family"] == "conversion" and doc["findings"][0]["deadlock"] == "conversion"
+
+
+def _leader_lines(err: str) -> str:
+    url = "https://10.0.0.1:6443/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"
+    return "\n".join([
+        lb.klog(f'error retrieving resource lock kube-system/kube-controller-manager: Get "{url}?timeout=5s": {err}',
+                level="E", caller="leaderelection.go:347", t="1203 10:00:06.000000"),
+        lb.klog("failed to renew lease kube-system/kube-controller-manager: timed out waiting for the condition",
+                level="I", caller="leaderelection.go:285", t="1203 10:00:08.000000"),
+        lb.klog('"leaderelection lost"', level="E", caller="controllermanager.go:302", t="1203 10:00:08.100000"),
+    ]) + "\n"
+
+
+def test_lease_renewals_timing_out_with_no_webhook_named_are_likely_lease_starvation():
+    """issue 36: `?timeout=5s … Client.Timeout exceeded` on the leader lease with the apiserver up is starvation
+    behind something slower than the renewal's client timeout (a webhook on Leases, failing open or not), said as
+    likely with the command that finds it; not `clear`."""
+    d = diagnose_text(_leader_lines("net/http: request canceled (Client.Timeout exceeded while awaiting headers)"))
+    assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "node-lease"), d.verdict
+    assert "breakglass audit" in d.verdict.prove and "lease-timeout" in d.verdict.explanation
+    assert "failurePolicy Ignore alone does not help" in d.verdict.explanation
+    # the apiserver down (connection refused) is an outage of its own, not starvation
+    down = diagnose_text(_leader_lines("dial tcp 10.0.0.1:6443: connect: connection refused"))
+    assert down.verdict.state == "clear" and not down.findings, down.verdict

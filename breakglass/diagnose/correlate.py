@@ -34,7 +34,7 @@ class _Acc:
     __slots__ = ("key", "kind", "count", "echo_count", "first", "last", "head", "tail", "context", "webhook",
                  "mode", "types", "urls", "services", "cause", "blocked", "hooks", "sources", "policy",
                  "binding", "details", "hook", "obj", "blind", "success", "targets", "unknown_kind", "requests",
-                 "crds")
+                 "crds", "starved")
 
     def __init__(self, key: tuple, kind: str, n_evidence: int) -> None:
         self.key, self.kind = key, kind
@@ -55,6 +55,7 @@ class _Acc:
         self.details: dict[str, int] = {}
         self.obj: BlockedObject | None = None
         self.blind = False
+        self.starved = False  # a lease renewal timed out on the client's side while the apiserver took the call
         self.success = False
         self.targets: dict[str, int] = {}  # what denied requests were writing
         self.unknown_kind = False  # a denial shows the webhook does not know a bootstrap kind
@@ -296,10 +297,15 @@ class Correlator:
         acc.hook = component
         if ev.detail and "webhook" in ev.record.message:
             acc.blind = True  # the lease write itself was refused by a webhook
+        elif _STARVED.search(ev.record.message) and "leases/" in ev.record.message:
+            acc.starved = True
         acc.add(ev, EVIDENCE_HEAD)
 
 
 _UNKNOWN_COMPONENT = "a controller"
+# a lease request the apiserver accepted and did not answer within the client's timeout (`?timeout=5s`): not a
+# connection refused (the apiserver down), but a call that waited, on a webhook or on storage
+_STARVED = re.compile(r"Client\.Timeout exceeded|context deadline exceeded|request canceled")
 
 
 def _component(rec: LogRecord, lease: str | None) -> str:

@@ -589,7 +589,9 @@ class Builder:
         webhook_findings = [f for f in findings if f.webhook and f.mode != "open" and f.severity != INFO
                             and any(c.webhook == f.webhook and _overlaps(c, a, LEADER_WINDOW_S) for c in closed)]
         if not webhook_findings and not a.blind:
-            return None  # lost for reasons this tool does not diagnose, or long before/after the webhook failures
+            # lost for reasons this tool does not diagnose, or long before/after the webhook failures; unless the
+            # renewals themselves timed out while the apiserver took them: starvation behind something slow
+            return self._starved_lease(a) if a.starved else None
         names = ", ".join(sorted({f'"{f.webhook}"' for f in webhook_findings})) or "a webhook"
         f = Finding(
             family="leader-election-lost", severity=ERROR, deadlock=NODE_LEASE,
@@ -604,6 +606,33 @@ class Builder:
                    f"the heal model: {w.actor} needs {w.describe()}; without it {w.breaks} ({w.source})",
                    "names: the webhook's backend pods are recreated and placed by these controllers",
                    "not checked: whether the webhook intercepts Leases was not read; to prove or refute it: " + f.prove]
+        f.proof = LIKELY
+        return f
+
+    def _starved_lease(self, a: _Acc) -> Finding:
+        """A leader lost its lease because its renewals timed out on the client side (a 5 s client timeout inside
+        the 10 s renew deadline), with no webhook named: lease starvation, most often behind a webhook on Leases
+        slower than 5 s, failing open or not; a slow etcd looks the same. Said as likely, with what tells."""
+        prove = ("breakglass audit --kubeconfig KUBECONFIG   # the lease-timeout and recovery-intercept findings "
+                 "name a webhook on Leases slower than the renewal; none: check etcd (etcdctl endpoint status "
+                 "--write-out=table)")
+        f = Finding(
+            family="leader-election-lost", severity=ERROR, deadlock=NODE_LEASE,
+            title=f"{a.hook} lost leader election: its lease renewals timed out",
+            explanation=(f"{a.hook}'s lease requests reached the apiserver and got no answer within the client's "
+                         f"timeout (5 s, inside leader election's 10 s renew deadline), and no line here names a "
+                         f"webhook. That is lease starvation: a webhook on Leases that takes longer than 5 s "
+                         f"(timeoutSeconds unset is 10 s) holds each renewal until the client gives up, even when "
+                         f"it fails open, so the controller keeps losing its lease and nothing it runs heals. A slow "
+                         f"etcd does the same."),
+            advice="find the webhook on Leases with `breakglass audit` (rule lease-timeout); keep Leases out of it "
+                   "or set its timeoutSeconds to 3 or less",
+            **self._base(a))
+        w = heal.BY_ID["kcm-lease"]
+        f.prove = prove
+        f.cycle = [f"the log: {a.hook}'s lease renewals timed out on the client side (the apiserver took them)",
+                   f"the heal model: {w.actor} needs {w.describe()}; without it {w.breaks} ({w.source})",
+                   "not checked: which webhook (or etcd) holds the renewals; to find out: " + prove]
         f.proof = LIKELY
         return f
 
@@ -672,6 +701,11 @@ def _family_text(lead: Finding) -> str:
                 f"the configuration (remedies below, least invasive first); the admission flag or etcd only when "
                 f"the apiserver cannot be reached. Keep the exclusion in the webhook's chart.")
     if lead.deadlock == NODE_LEASE:
+        if lead.family == "leader-election-lost" and "renewals timed out" in lead.title:
+            return (f"{lead.title}: {lead.explanation} Keep Leases (coordination.k8s.io) away from the slow "
+                    f"webhook through the API (`breakglass audit` names it: rule lease-timeout), or lower its "
+                    f"timeoutSeconds to 3 or less (failurePolicy Ignore alone does not help: it fails open only "
+                    f"after its timeout); controllers recover once the lease can be written.")
         if lead.family == "leader-election-lost":
             return (f"{lead.title}: {lead.explanation} Keep Leases (coordination.k8s.io) away from the failing "
                     f"webhooks through the API, or set their failurePolicy to Ignore (remedies below, least "
