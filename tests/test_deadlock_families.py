@@ -151,3 +151,29 @@ def test_lease_renewals_timing_out_with_no_webhook_named_are_likely_lease_starva
     # the apiserver down (connection refused) is an outage of its own, not starvation
     down = diagnose_text(_leader_lines("dial tcp 10.0.0.1:6443: connect: connection refused"))
     assert down.verdict.state == "clear" and not down.findings, down.verdict
+
+
+KUBEADM_UPGRADE = (
+    '[upgrade/staticpods] Waiting for the kubelet to restart the component\n'
+    '[upgrade/staticpods] This can take up to 5m0s\n'
+    "error execution phase control-plane: couldn't complete the static pod upgrade: couldn't upgrade control plane. "
+    'kubeadm has tried to recover everything into the earlier state. Errors faced: static Pod hash for component '
+    'kube-apiserver on Node cp-0 did not change after 5m0s: context deadline exceeded\n')
+
+
+def test_an_upgrade_whose_apiserver_never_came_back_is_not_clear_but_cannot_tell():
+    """issue 36: kubeadm's (or an installer's) word that kube-apiserver did not come back, with no webhook named: not
+    `clear`, but stuck and undetermined, with the commands that read the apiserver and the webhooks; no way out."""
+    d = diagnose_text(KUBEADM_UPGRADE)
+    assert d.verdict.state == "stuck" and d.verdict.needs_action and d.remedies == [], d.verdict
+    assert "cannot tell" in d.verdict.headline and "breakglass webhooks" in d.verdict.explanation
+    for line in ("E1203 10:00:00.000000 1 installer.go:12] kube-apiserver is not healthy after 300s",
+                 "FATAL: kube-apiserver did not become ready"):
+        assert diagnose_text(line + "\n").verdict.state == "stuck", line
+    # with the apiserver's own lines naming a webhook, they say why: the webhook leads
+    own = lb.klog(lb.fail_closed("validate.kyverno.svc-fail", "no endpoints available for service \"kyverno-svc\""),
+                  t="1203 10:00:01.000000")
+    d = diagnose_text(KUBEADM_UPGRADE + own + "\n")
+    assert d.verdict.state != "stuck" and all(f.family != "apiserver-unhealthy" for f in d.findings), d.verdict
+    p = run_cli("diagnose", "-", stdin=KUBEADM_UPGRADE.encode())
+    assert p.returncode == 3, p.stderr

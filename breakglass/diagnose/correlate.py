@@ -288,6 +288,10 @@ class Correlator:
         acc.obj = acc.obj or ev.obj
         acc.hook = ev.hook
 
+    def _on_apiserver_unhealthy(self, ev: Event) -> None:
+        acc = self._acc(("unhealthy",), "unhealthy")
+        acc.add(ev, EVIDENCE_HEAD)
+
     def _on_leader_lost(self, ev: Event) -> None:
         component = _component(ev.record, ev.detail)
         if component == _UNKNOWN_COMPONENT:  # "leaderelection lost" names no lease: the last one seen here

@@ -50,6 +50,7 @@ def _evidence(acc: _Acc, n: int) -> list[Evidence]:
 
 
 SETTLED = "startup-readiness"  # notice family: readiness failed briefly at start, then start-up went on
+UNHEALTHY = "apiserver-unhealthy"  # an upgrade's or installer's word that the apiserver did not come back
 PERSIST_S = 10.0  # a post-start hook failing for less than this, while the log goes on past it, is a normal start
 
 
@@ -345,6 +346,8 @@ class Builder:
                 f = self._minor(a)
             elif a.kind == "conversion":
                 f = self._conversion(a)
+            elif a.kind == "unhealthy" and not any(x.webhook or x.policy or x.hooks for x in findings):
+                f = self._unhealthy(a)  # with a webhook or a stuck hook in the logs, those say why
             if f is not None:
                 findings.append(f)
         findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -f.count))
@@ -609,6 +612,17 @@ class Builder:
         f.proof = LIKELY
         return f
 
+    def _unhealthy(self, a: _Acc) -> Finding:
+        """The apiserver did not come back from a restart (an upgrade's wait, an installer's health check), and
+        nothing else in these lines says why: not an all-clear, and not a webhook's deadlock either."""
+        return Finding(
+            family=UNHEALTHY, severity=ERROR,
+            title="kube-apiserver did not come back from its restart",
+            explanation=("An upgrade or installer waited for kube-apiserver and it did not become healthy, and no "
+                         "line here says why: these are the tool's lines, not the apiserver's own. Whether a "
+                         "webhook blocks its start cannot be told from them."),
+            advice="read the apiserver's own log and the webhooks (commands in the verdict)", **self._base(a))
+
     def _starved_lease(self, a: _Acc) -> Finding:
         """A leader lost its lease because its renewals timed out on the client side (a 5 s client timeout inside
         the 10 s renew deadline), with no webhook named: lease starvation, most often behind a webhook on Leases
@@ -789,6 +803,14 @@ def _verdict(findings: list[Finding]) -> Verdict:
                  + _steps(lead.cycle[:-1]) + " To prove or refute it: " + (lead.prove or prove_command(lead)))
         return Verdict(DEADLOCK_LIKELY, "LIKELY " + FAMILY_HEADLINE[lead.deadlock], text, True, lead.deadlock,
                        lead.cycle, LIKELY, lead.prove or prove_command(lead))
+    if findings and all(f.family == UNHEALTHY for f in findings):
+        return Verdict(STUCK, "STUCK: kube-apiserver did not come back; these lines cannot tell why",
+                       "An upgrade or installer waited for kube-apiserver and it did not become healthy, and nothing "
+                       "in these lines (the tool's, not the apiserver's) says why. Cannot tell from this whether a "
+                       "webhook is in it: read the apiserver's own log (`breakglass diagnose --ssh NODE`, `crictl logs "
+                       "$(crictl ps -a --name kube-apiserver -q | head -1)`, `talosctl logs -k` on Talos) and the "
+                       "webhooks (`breakglass webhooks --etcd-endpoints https://127.0.0.1:2379`, `breakglass "
+                       "audit`), then diagnose those.", True)
     crit = [f for f in findings if f.severity == CRITICAL]
     err = [f for f in findings if f.severity == ERROR]
     warn = [f for f in findings if f.severity == WARNING]

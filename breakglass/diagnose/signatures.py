@@ -38,6 +38,8 @@ ANCHORS: tuple[bytes, ...] = (
     # `"Failed to update lease"` with one literal (the same count of anchors as before).
     b"ensure lease exists", b"ailed to update lease", b"renew lease",
     b"election lost", b"stopped leading", b"resource lock", b"leader election record",
+    # an upgrade's or an installer's word that the apiserver did not come back (kubeadm's static Pod hash wait)
+    b"did not change", b"apiserver unhealthy", b"apiserver is not healthy", b"apiserver did not become",
 )
 
 # A second, cheaper gate on the bytes of each candidate: lines that merely mention a webhook (request logs for
@@ -48,7 +50,8 @@ GATE_PHRASES: tuple[str, ...] = (
     "calling webhook", "poststarthook", "not yet ready", "servicecidr", "system namespace", "priorityclass",
     "priority classes", "unable to", "apf bootstrap", "allocation check", "serviceip", "lease", "election",
     "stopped leading", "resource lock", "webhook.admission", "call mutating webhook", "call validating webhook",
-    "conversion webhook")
+    "conversion webhook", "did not change", "apiserver unhealthy", "apiserver is not healthy",
+    "apiserver did not become")
 _GATE_NEEDLES = tuple(p.replace(" ", "").encode() for p in GATE_PHRASES)
 _WHITESPACE = b" \t\n\r\f\v"  # what \s is in a bytes pattern
 
@@ -235,6 +238,14 @@ _BOOT: tuple[tuple[Guarded, str, str], ...] = (
 )
 _RBAC_KIND = {"clusterrole": "ClusterRole", "clusterrolebinding": "ClusterRoleBinding", "role": "Role",
               "rolebinding": "RoleBinding", "clusterroles": "ClusterRole", "roles": "Role"}
+
+# kubeadm upgrade's `static Pod hash for component kube-apiserver on Node N did not change after 5m0s`, and the
+# installers' and upgrade tools' `kube-apiserver unhealthy` / `is not healthy` / `did not become ready`: the apiserver
+# did not come back from a restart, which these lines alone cannot explain
+UNHEALTHY = Guarded(re.compile(r"static\s*Pod\s*hash\s*for\s*component\s*kube-apiserver\s*on\s*Node\s*"
+                               r"(?P<node>[\w.-]{1,253})\s*did\s*not\s*change|"
+                               r"kube-apiserver\s*(?:is\s*not\s*healthy|unhealthy|did\s*not\s*become\s*(?:ready|healthy))"),
+                    "change", "healthy", "become")
 
 LEADER = Guarded(re.compile(r"leaderelection\s*lost|[Ll]eader\s*election\s*lost|stopped\s*leading|"
                             r"failed\s*to\s*renew\s*lease\s*(?P<lease>[\w./-]+)|"
@@ -566,6 +577,9 @@ def classify(rec: LogRecord) -> list[Event]:
         events.append(Event("conversion-failed", rec, url=url, service=svc, cause=cause,
                             detail=f'{m["gv"]}, Kind={m["kind"]}', hook=crd))
 
+    m = UNHEALTHY.search(msg)
+    if m:
+        events.append(Event("apiserver-unhealthy", rec, detail=m["node"]))
     m = LEADER.search(msg)
     if m:
         lease = m["lease"] or m["lease2"]
@@ -590,5 +604,6 @@ PATTERNS: dict[str, Guarded] = {
     "fail-mode": FAIL_MODE, "call-failed": CALL_FAILED, "denied": DENIED, "rejected": REJECTED,
     "canceled": CANCELED, "panic": PANIC, "policy-denied": POLICY_DENIED, "hook-fatal": HOOK_FATAL,
     "readyz-item": READYZ_ITEM, "readyz-log": READYZ_LOG, "not-ready": NOT_READY, "leader": LEADER,
+    "unhealthy": UNHEALTHY,
     **{f"boot-{i}": p for i, (p, _, _) in enumerate(_BOOT)},
 }
