@@ -177,3 +177,24 @@ def test_an_upgrade_whose_apiserver_never_came_back_is_not_clear_but_cannot_tell
     assert d.verdict.state != "stuck" and all(f.family != "apiserver-unhealthy" for f in d.findings), d.verdict
     p = run_cli("diagnose", "-", stdin=KUBEADM_UPGRADE.encode())
     assert p.returncode == 3, p.stderr
+
+
+def test_a_fail_closed_webhook_whose_path_judges_nodes_is_likely_node_starvation():
+    """issue 36: the dispatcher's line names no request, but a webhook called at `/validate-nodes` (or a
+    controller-runtime `/mutate--v1-node`) judges Node writes the kubelet and the CNI must make before any pod,
+    its own backend's included, gets an address."""
+    def line(path: str) -> str:
+        return lb.klog('Failed calling webhook, failing closed nodes.policy.example.com: failed calling webhook '
+                       '"nodes.policy.example.com": failed to call webhook: Post '
+                       f'"https://engine.policy.svc:443{path}?timeout=10s": no endpoints available for service '
+                       '"engine"', t="1203 10:00:00.000000") + "\n"
+
+    for path in ("/validate-nodes", "/mutate--v1-node"):
+        d = diagnose_text(line(path))
+        assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "node-lease"), (path, d.verdict)
+    assert diagnose_text(line("/validate")).verdict.state == "degraded"  # the same webhook, no Node in its path
+    # a path that names no Node is not taken for one
+    other = lb.klog('Failed calling webhook, failing closed v.example.com: failed calling webhook "v.example.com": '
+                    'failed to call webhook: Post "https://engine.policy.svc:443/validate-nodepools?timeout=10s": '
+                    'no endpoints available for service "engine"', t="1203 10:00:00.000000")
+    assert diagnose_text(other + "\n").verdict.family != "node-lease"

@@ -398,6 +398,15 @@ def _webhook_type(hook: str, rec: LogRecord, url: str | None = None) -> str | No
     return vendors.guess_type(hook)
 
 
+# A webhook whose own path says it judges Nodes (`/validate-nodes`, `/mutate--v1-node`, `/validate/node`): the
+# dispatcher's line names no request, but the webhook's path says what it was called for
+_NODE_PATH = re.compile(r"https?://[^/\s\"]+/(?:[\w.-]*[/-])?nodes?(?:[/?#\"]|$)", re.I)
+
+
+def _request_from_path(url: str | None) -> tuple | None:
+    return (None, "Node", None) if url and _NODE_PATH.match(url) else None
+
+
 def _call_event(rec: LogRecord, hook: str, err: str, mode: str | None, echo: bool) -> Event:
     url, svc, cause_text = _url_parts(err or "")
     cause = causes.classify(cause_text if url else err or "")
@@ -470,7 +479,7 @@ def classify(rec: LogRecord) -> list[Event]:
         inner = CALL_FAILED.search(err)
         events.append(_call_event(rec, m["hook"], inner["err"] if inner and inner["err"] else err,
                                   m["mode"], echo=False))
-        events[-1].request = request_of(msg[:m.start()], rec)
+        events[-1].request = request_of(msg[:m.start()], rec) or _request_from_path(events[-1].url)
         call_hooks.add(m["hook"])
     else:
         for m in CALL_FAILED.finditer(msg):
