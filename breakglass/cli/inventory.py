@@ -145,7 +145,13 @@ def audit(
     etcd_cert: EtcdCertOpt = None, etcd_key: EtcdKeyOpt = None, etcd_prefix: EtcdPrefixOpt = "/registry",
     timeout: TimeoutOpt = None, target_version: TargetOpt = None,
     fail_on: Annotated[Severity, typer.Option(help="Exit 3 when a risk of this severity or worse is found.")]
-    = Severity.high, etcd_via_ssh: EtcdViaSshOpt = None,
+    = Severity.high,
+    static_manifests: Annotated[Optional[list[str]], typer.Option(
+        "--static-manifests", metavar="DIR",
+        help="Also audit the manifest-based webhooks (1.36+) in this copy of a kube-apiserver's staticManifestsDir "
+             "(its admission configuration's WebhookAdmission.staticManifestsDir). Repeatable.",
+        show_default=False)] = None,
+    etcd_via_ssh: EtcdViaSshOpt = None,
     ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
     ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
     known_hosts: KnownHostsOpt = "~/.ssh/known_hosts",
@@ -170,6 +176,8 @@ def audit(
       breakglass audit --all-contexts -o junit > audit.xml     # every cluster of the kubeconfig
 
       breakglass audit --context prod-eu,prod-us --kubeconfig a.yaml --kubeconfig b.yaml -o sarif
+
+      breakglass audit --static-manifests /etc/kubernetes/admission/webhooks   # on a control-plane node
     """
     plain = Output.json if output is AuditOutput.json else Output.text  # how errors are printed
 
@@ -190,10 +198,19 @@ def audit(
         kubeconfig_, context_ = (kubeconfig or [None])[0], (context or [None])[0]
 
         _audit.parse_version(target_version)  # a bad version is bad input before any connection
-        inv = _load_inventory(file, source, kubeconfig_, context_, etcd_endpoints, etcd_cacert, etcd_cert,
-                              etcd_key, etcd_prefix, timeout, etcd_via_ssh,
-                              _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts,
-                                           timeout))
+        from breakglass.webhooks import sources as _sources  # noqa: PLC0415
+
+        statics = [_sources.load_static_manifests(d) for d in static_manifests or []]  # bad input first
+        if statics and not (file or kubeconfig_ or etcd_endpoints or etcd_via_ssh):
+            inv = statics.pop(0)  # only the node's files
+        else:
+            inv = _load_inventory(file, source, kubeconfig_, context_, etcd_endpoints, etcd_cacert, etcd_cert,
+                                  etcd_key, etcd_prefix, timeout, etcd_via_ssh,
+                                  _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts,
+                                               timeout))
+        for extra in statics:
+            inv.configs += extra.configs
+            inv.warnings += extra.warnings
         rep = _audit.audit(inv.configs, target_version, inv.namespaces)
         worst = _audit.RANK[rep.worst] if rep.worst else -1
         code = int(ExitCode.FOUND if worst >= _audit.RANK[fail_on.value] else ExitCode.OK)

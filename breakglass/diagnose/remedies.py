@@ -12,6 +12,7 @@ import shlex
 from breakglass.diagnose.model import (
     BOOTSTRAP, CONVERSION, CRITICAL, INFO, NODE_LEASE, SELF_DEPENDENCY, Finding, RemedyOption,
 )
+from breakglass.webhooks.model import STATIC_SUFFIX
 
 PLUGIN_BY_TYPE = {
     "validating": "ValidatingAdmissionWebhook",
@@ -158,16 +159,24 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
         else:
             kube_manual.append(f"kubectl get {resource} -o custom-columns=NAME:.metadata.name,"
                                f"WEBHOOKS:.webhooks[*].name | grep -F '{t['webhook']}'")
+    # manifest-based configurations (1.36+: the name's required suffix) are files on the nodes: neither the API nor
+    # etcd holds them, and the plugin flag turns them off with the rest of their plugin
+    static = bool(named) and all(t["configuration"].endswith(STATIC_SUFFIX) for t in named)
+    static_note = (" Not for a manifest-based configuration (" + ", ".join(t["configuration"] for t in named) +
+                   "): it is a file in kube-apiserver's staticManifestsDir on every control-plane node, neither "
+                   "served by the API nor kept in etcd; edit or move that file on each node (the apiserver reloads "
+                   "the directory), or use the admission-plugin flag." if static else "")
     opts.append(RemedyOption(
         method="kubeapi", order=1,
-        applicable="no" if fatal else ("maybe" if stuck else "yes"),
+        applicable="no" if fatal or static else ("maybe" if stuck else "yes"),
         summary=(("Exclude what the webhook must not block (its backend's namespace; Leases and Nodes) through "
                   "the apiserver first: often enough, and the webhook keeps guarding the rest. Else p"
                   if any(f.deadlock in (SELF_DEPENDENCY, NODE_LEASE) for f in culprits) else "P") +
                  "atch failurePolicy to Ignore, or delete the configuration, through the apiserver. Webhook "
                  "configurations are never themselves sent to webhooks, so this works whenever the apiserver "
                  "answers at all" + (" (point kubeconfig at one control-plane node directly: a not-ready "
-                                     "apiserver still serves, but load balancers drop it)." if stuck else ".")),
+                                     "apiserver still serves, but load balancers drop it)." if stuck else ".")
+                 + static_note),
         tradeoff="Least invasive and audited; an operator (Kyverno, Gatekeeper) may recreate the configuration.",
         targets=targets, manual=kube_manual))
 
@@ -198,9 +207,10 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
             etcd_manual.append(f"etcdctl get {key} -w json > {shlex.quote('backup-' + t['configuration'] + '.json')}")
             etcd_manual.append(f"etcdctl del {key}   # exact key, never --prefix")
     opts.append(RemedyOption(
-        method="etcd", order=4, applicable="yes" if stuck and named else ("maybe" if stuck else "no"),
+        method="etcd", order=4,
+        applicable="no" if static else ("yes" if stuck and named else ("maybe" if stuck else "no")),
         summary="Delete the configuration's key from etcd after a verified backup; the apiserver's watch drops "
-                "the webhook at once, without a restart.",
+                "the webhook at once, without a restart." + static_note,
         tradeoff="Surgical (only the culprit goes), but bypasses the apiserver and its audit log; an operator "
                  "may recreate the configuration.",
         targets=named, manual=etcd_manual + _unplaced(targets)))

@@ -21,7 +21,8 @@ from breakglass.heal import writes as heal
 from breakglass.webhooks import intercept, owners, vendors
 from breakglass.webhooks.intercept import selector_matches  # one LabelSelector matcher for audit and the heal model
 from breakglass.heal.bootstrap import BootstrapKind
-from breakglass.webhooks.model import MAP, VAP, VAP_BINDING, MAP_BINDING, AdmissionConfig, Rule, Webhook
+from breakglass.webhooks.model import (MAP, VAP, VAP_BINDING, MAP_BINDING, STATIC_SUFFIX, AdmissionConfig, Rule,
+                                       Webhook)
 
 SEVERITIES = ("info", "low", "medium", "high", "critical")
 RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -224,7 +225,9 @@ def _fix_from_conditions(resource: str, name: str, webhook: str | None, conds: l
                                f"{hint.managed_note}"
     patch_yaml = yaml.safe_dump(patch, sort_keys=False, width=100)
     lasting = owners.place(cfg, webhook, conds, command, patch_yaml) if cfg is not None else None
-    if lasting is not None and lasting.owner is None:
+    if lasting is not None and lasting.form == "static-manifest":
+        command = lasting.command  # the API cannot reach it: the change is made in its file on the nodes
+    elif lasting is not None and lasting.owner is None:
         lasting = None  # nothing owns it: the patch is the lasting fix
     return Fix(match_conditions=conds, patch_yaml=patch_yaml, command=command, vendor_note=vendor_note,
                lasting=lasting)
@@ -304,6 +307,8 @@ def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target, namespaces=None)
                                 list(dict.fromkeys(kinds)), cfg.source, fix))
 
     hits = intercept.webhook_hits(w, target, namespaces)
+    if cfg.manifest_based:
+        _static_findings(cfg, w, fail, add)
     if fail:
         ready = [h for h in hits if h.write.by_apiserver and h.write.readiness]
         if ready:
@@ -381,6 +386,40 @@ def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target, namespaces=None)
             "failurePolicy Ignore: it cannot deadlock the cluster, but while its backend is unreachable every "
             "request it should check is admitted unchecked (see `breakglass leaks`).")
     return out
+
+
+_ADMISSION_CONFIGS = (BootstrapKind("ValidatingWebhookConfiguration", "admissionregistration.k8s.io",
+                                    "validatingwebhookconfigurations", ""),
+                      BootstrapKind("MutatingWebhookConfiguration", "admissionregistration.k8s.io",
+                                    "mutatingwebhookconfigurations", ""))
+
+
+def _static_findings(cfg: AdmissionConfig, w: Webhook, fail: bool, add) -> None:
+    """A manifest-based webhook (k8s.io/apiserver 1.36, pkg/admission/plugin/webhook/manifest): what the apiserver
+    refuses in its file, and what only such a webhook can do: judge webhook configurations themselves (the API
+    ones never see them), so failing closed on them it blocks every API way out of every other webhook."""
+    if cfg.static_manifest and not cfg.name.endswith(STATIC_SUFFIX):
+        add("static-manifest-invalid", "critical", f'"{cfg.name}" in {cfg.static_manifest} has no '
+            f'"{STATIC_SUFFIX}" suffix', f"kube-apiserver refuses a manifest-based configuration whose name "
+            f"does not end with {STATIC_SUFFIX}: with this file in its staticManifestsDir it does not start.")
+    if cfg.static_manifest and (w.service or not w.url):
+        add("static-manifest-invalid", "critical", f'webhook "{w.name}" in {cfg.static_manifest} needs a url',
+            "kube-apiserver refuses a manifest-based webhook with clientConfig.service (or no clientConfig.url): "
+            "with this file in its staticManifestsDir it does not start.")
+    blocks = fail and any(rule_matches(r, k, w.match_policy) for r in w.rules for k in _ADMISSION_CONFIGS)
+    if blocks:
+        add("static-intercepts-admission-config", "high",
+            f'manifest-based webhook "{w.name}" fails closed on webhook configurations',
+            "A manifest-based webhook is the only kind the apiserver calls for ValidatingWebhookConfiguration and "
+            "MutatingWebhookConfiguration writes: failing closed there, while its backend is down no webhook "
+            "configuration can be patched or deleted through the API, so the API ways out of every other webhook "
+            "are blocked too. Keep those kinds out of its rules.",
+            ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"])
+    add("static-webhook", "info", f'webhook "{w.name}" is manifest-based (not in etcd, not in the API)',
+        f"Loaded by kube-apiserver from {cfg.static_manifest or 'a file in its staticManifestsDir'} on each "
+        f"control-plane node. Neither the API nor etcd can change it: edit (or move away) that file on every node, "
+        f"and the apiserver reloads it; --disable-admission-plugins={'MutatingAdmissionWebhook' if cfg.kind == 'mutating' else 'ValidatingAdmissionWebhook'} "
+        f"turns it off with the rest of its plugin.")
 
 
 def _describe_writes(ws) -> str:

@@ -86,6 +86,11 @@ class Webhook:
         return f"url {self.url}" if self.url else "none"
 
 
+# the name suffix kube-apiserver 1.36+ requires of every manifest-based admission configuration
+# (k8s.io/apiserver pkg/admission/plugin/manifest/validation.go, StaticConfigSuffix)
+STATIC_SUFFIX = ".static.k8s.io"
+
+
 @dataclass
 class AdmissionConfig:
     """One configuration object: a webhook configuration, an admission policy, or a binding."""
@@ -108,6 +113,15 @@ class AdmissionConfig:
     policy_name: str | None = None  # bindings
     validation_actions: list[str] = field(default_factory=list)
     raw: dict = field(default_factory=dict, repr=False, metadata={"internal": True})
+    # the file it was read from when it is a manifest-based (static) webhook configuration (1.36+): loaded by the
+    # apiserver from its admission configuration's staticManifestsDir, neither in etcd nor served by the API
+    static_manifest: str | None = None
+
+    @property
+    def manifest_based(self) -> bool:
+        """Loaded from files on the node (KEP-5793), not through the API: the name says so (the apiserver
+        requires the suffix), or it was read from a staticManifestsDir."""
+        return self.static_manifest is not None or self.name.endswith(STATIC_SUFFIX)
 
     @property
     def kind_name(self) -> str:

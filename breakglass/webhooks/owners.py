@@ -171,7 +171,7 @@ def of(cfg: model.AdmissionConfig) -> Owners:
 class Placement:
     """Where a matchConditions fix must go so that its owner keeps it."""
 
-    form: str  # kyverno-config | gatekeeper-values | helm-values | gitops | patch
+    form: str  # kyverno-config | gatekeeper-values | helm-values | gitops | static-manifest | patch
     owner: str | None  # who would undo a direct patch
     command: str  # the one command that makes the change (kubectl or helm)
     snippet: str  # YAML: the values or the object change to keep (in Git for GitOps)
@@ -192,6 +192,16 @@ def place(cfg: model.AdmissionConfig, webhook: str | None, conds: list[dict], pa
           patch_yaml: str) -> Placement:
     """The lasting form of adding ``conds`` to ``webhook`` of ``cfg``: in the owner's own configuration where an
     owner reconciles it; the direct patch only where nothing owns the object."""
+    if cfg.manifest_based:
+        where = cfg.static_manifest or f"the file of {cfg.name} in kube-apiserver's staticManifestsDir"
+        return Placement(
+            "static-manifest", None,
+            f"# on every control-plane node: add these matchConditions to {where} (kube-apiserver reloads the directory)",
+            patch_yaml,
+            "a manifest-based configuration (1.36+): kube-apiserver loads it from a file on each control-plane node; "
+            "it is not in etcd and the API does not serve it, so `kubectl patch` cannot reach it. Edit the file on "
+            "every node (the apiserver watches the directory and reloads it), and in whatever writes those files "
+            "(the node's configuration management)")
     who = of(cfg)
     gitops = who.first("argocd") or who.first("flux")
     if who.first("kyverno"):

@@ -64,6 +64,23 @@ def _expand(paths: list[str]) -> list[str]:
     return out
 
 
+def load_static_manifests(directory: str) -> Inventory:
+    """The manifest-based webhook configurations of a kube-apiserver's staticManifestsDir (1.36+, feature gate
+    ManifestBasedAdmissionControlConfig): its .yaml, .yml and .json files, as the apiserver reads them, each
+    configuration marked with its file (they are changed there, on every control-plane node, not through the
+    API)."""
+    if not os.path.isdir(directory):
+        raise BadInput(f"--static-manifests {directory}: not a directory (the apiserver's staticManifestsDir)")
+    files = sorted(os.path.join(directory, n) for n in os.listdir(directory)
+                   if n.endswith((".yaml", ".yml", ".json")) and os.path.isfile(os.path.join(directory, n)))
+    if not files:
+        raise BadInput(f"--static-manifests {directory}: no .yaml, .yml or .json file in it")
+    inv = load_files(files)
+    for cfg in inv.configs:
+        cfg.static_manifest = cfg.source.rsplit("#", 1)[0]
+    return inv
+
+
 def load_files(paths: list[str]) -> Inventory:
     inv = Inventory()
     whole_dirs = any(p != "-" and os.path.isdir(p) for p in paths)

@@ -1,0 +1,76 @@
+"""Manifest-based admission (KEP-5793, alpha in 1.36): webhook configurations kube-apiserver loads from files in its
+admission configuration's staticManifestsDir (k8s.io/apiserver v0.36 pkg/admission/plugin/webhook/manifest). They
+are neither in etcd nor served by the API, their names end with `.static.k8s.io`, they take only `url:` clients,
+and they alone are called for webhook configuration writes. audit reads them (`--static-manifests DIR`) and puts the
+fix in the file; diagnose never offers the API or etcd for one."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from breakglass.diagnose import remedies
+from breakglass.diagnose.model import Finding
+from tests.conftest import run_cli
+
+
+def _config(name: str = "guard.static.k8s.io", client: dict | None = None, resources=("*",)) -> dict:
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{"name": "admission-guard.example.com",
+                          "clientConfig": client or {"url": "https://127.0.0.1:9443/validate"},
+                          "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["*"], "apiVersions": ["*"],
+                                     "resources": list(resources)}],
+                          "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"]}]}
+
+
+def _audit(tmp_path, *docs: dict, name: str = "guard.yaml") -> tuple[int, list[dict]]:
+    d = tmp_path / "manifests"
+    d.mkdir(exist_ok=True)
+    (d / name).write_text(yaml.safe_dump_all(docs))
+    (d / "README.txt").write_text("not a manifest: the apiserver reads .yaml, .yml and .json only")
+    p = run_cli("audit", "--static-manifests", str(d), "-o", "json", "--fail-on", "critical")
+    assert p.returncode in (0, 3), p.stderr
+    return p.returncode, json.loads(p.stdout)["result"]["findings"]
+
+
+def test_audit_reads_the_directory_and_puts_the_fix_in_the_file_not_kubectl(tmp_path):
+    code, findings = _audit(tmp_path, _config())
+    rules = {f["rule"]: f for f in findings}
+    assert code == 3 and rules["bootstrap-intercept"]["severity"] == "critical"
+    assert "static-webhook" in rules and "not in etcd" in rules["static-webhook"]["title"]
+    fix = rules["bootstrap-intercept"]["fix"]
+    assert fix["lasting"]["form"] == "static-manifest" and "kubectl" not in fix["command"]
+    assert str(tmp_path / "manifests" / "guard.yaml") in fix["command"]
+    # failing closed on every resource, it is called for webhook configurations too: the API ways out are blocked
+    assert rules["static-intercepts-admission-config"]["severity"] == "high"
+
+
+def test_what_the_apiserver_refuses_in_the_directory_is_critical(tmp_path):
+    _, findings = _audit(tmp_path, _config(name="guard"), _config(
+        name="svc.static.k8s.io", client={"service": {"namespace": "sec", "name": "svc"}}, resources=("pods",)))
+    invalid = [f for f in findings if f["rule"] == "static-manifest-invalid"]
+    assert {f["severity"] for f in invalid} == {"critical"} and len(invalid) == 2, invalid
+    assert any(".static.k8s.io" in f["title"] for f in invalid) and any("needs a url" in f["title"] for f in invalid)
+    # a webhook only on pods does not see webhook configurations
+    assert not [f for f in findings if f["rule"] == "static-intercepts-admission-config" and
+                f["configuration"].endswith("svc.static.k8s.io")]
+
+
+def test_a_directory_that_is_not_one_is_one_line(tmp_path):
+    for arg in (str(tmp_path / "none"), str(tmp_path)):
+        p = run_cli("audit", "--static-manifests", arg)
+        assert p.returncode == 2 and b"--static-manifests" in p.stderr and b"Traceback" not in p.stderr, p.stderr
+
+
+def test_diagnose_offers_neither_the_api_nor_etcd_for_a_manifest_based_culprit():
+    f = Finding(id="F1", family="webhook-call-failed", severity="critical", title="t", explanation="e",
+                evidence=[], advice="", count=1, first_seen=None, last_seen=None, sources=[], webhook="admission-guard.example.com", configuration="guard.static.k8s.io",
+                mode="closed", bootstrap_deadlock=True)
+    opts = {o.method: o for o in remedies.options([f])}
+    assert opts["kubeapi"].applicable == "no" and opts["etcd"].applicable == "no"
+    assert "staticManifestsDir" in opts["kubeapi"].summary
+    assert opts["kubeadm"].applicable == "yes" and opts["talos"].applicable == "yes"  # the flag turns it off too
+    f.configuration = "kyverno-resource-validating-webhook-cfg"
+    assert {o.method: o for o in remedies.options([f])}["kubeapi"].applicable != "no"
