@@ -74,3 +74,41 @@ def test_diagnose_offers_neither_the_api_nor_etcd_for_a_manifest_based_culprit()
     assert opts["kubeadm"].applicable == "yes" and opts["talos"].applicable == "yes"  # the flag turns it off too
     f.configuration = "kyverno-resource-validating-webhook-cfg"
     assert {o.method: o for o in remedies.options([f])}["kubeapi"].applicable != "no"
+
+
+def test_audit_finds_a_nodes_static_manifests_over_ssh_from_its_apiservers_own_flags(tmp_path, sshd):
+    """Over the real OpenSSH server: the kubeadm manifest names --admission-control-config-file, whose
+    ValidatingAdmissionWebhook plugin's WebhookAdmission (in a file, by a relative path) names staticManifestsDir."""
+    node = tmp_path / "node"
+    (node / "static").mkdir(parents=True)
+    (node / "static" / "guard.yaml").write_text(yaml.safe_dump(_config()))
+    (node / "static" / "notes.txt").write_text("not read")
+    (node / "webhook-admission.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "apiserver.config.k8s.io/v1", "kind": "WebhookAdmissionConfiguration",
+        "kubeConfigFile": "", "staticManifestsDir": str(node / "static")}))
+    (node / "admission.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+        "plugins": [{"name": "PodSecurity", "configuration": {}},
+                    {"name": "ValidatingAdmissionWebhook", "path": "webhook-admission.yaml"}]}))
+    manifest = node / "kube-apiserver.yaml"
+    manifest.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kube-apiserver", "namespace": "kube-system"},
+        "spec": {"containers": [{"name": "kube-apiserver", "image": "registry.k8s.io/kube-apiserver:v1.36.3",
+                                 "command": ["kube-apiserver", "--advertise-address=10.0.0.2",
+                                             f"--admission-control-config-file={node / 'admission.yaml'}",
+                                             "--feature-gates=ManifestBasedAdmissionControlConfig=true"]}]}},
+        default_flow_style=False))
+    ssh = ["--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts]
+    p = run_cli("audit", "--static-manifests-via-ssh", "cp1", "--apiserver-manifest", str(manifest), *ssh,
+                "-o", "json", "--fail-on", "critical")
+    assert p.returncode == 3, p.stderr
+    findings = json.loads(p.stdout)["result"]["findings"]
+    static = [f for f in findings if f["rule"] == "static-webhook"]
+    assert static and static[0]["configuration"].endswith("guard.static.k8s.io"), findings
+    fix = next(f["fix"] for f in findings if f["rule"] == "bootstrap-intercept")
+    assert f"cp1:{node / 'static' / 'guard.yaml'}" in fix["command"] and "kubectl" not in fix["command"]
+    # a node whose apiserver names no staticManifestsDir: said, not an error
+    manifest.write_text(manifest.read_text().replace(f"--admission-control-config-file={node / 'admission.yaml'}",
+                                                     "--enable-admission-plugins=NodeRestriction"))
+    p = run_cli("audit", "--static-manifests-via-ssh", "cp1", "--apiserver-manifest", str(manifest), *ssh)
+    assert p.returncode == 0 and b"names no staticManifestsDir" in p.stdout + p.stderr, (p.stdout, p.stderr)

@@ -151,6 +151,14 @@ def audit(
         help="Also audit the manifest-based webhooks (1.36+) in this copy of a kube-apiserver's staticManifestsDir "
              "(its admission configuration's WebhookAdmission.staticManifestsDir). Repeatable.",
         show_default=False)] = None,
+    static_manifests_via_ssh: Annotated[Optional[list[str]], typer.Option(
+        "--static-manifests-via-ssh", metavar="HOST",
+        help="Also audit the manifest-based webhooks of this kubeadm control-plane node, found over SSH from what "
+             "its kube-apiserver obeys (its static-pod manifest's --admission-control-config-file, that file's "
+             "staticManifestsDir). Repeatable.", show_default=False)] = None,
+    apiserver_manifest: Annotated[str, typer.Option(
+        "--apiserver-manifest", help="With --static-manifests-via-ssh: the kube-apiserver static-pod manifest on "
+                                     "the node.")] = "/etc/kubernetes/manifests/kube-apiserver.yaml",
     etcd_via_ssh: EtcdViaSshOpt = None,
     ssh_user: SshUserOpt = None, ssh_key: SshKeyOpt = None, ssh_port: SshPortOpt = None,
     ssh_accept_new: SshAcceptNewOpt = False, ssh_config: SshConfigOpt = "~/.ssh/config",
@@ -178,6 +186,8 @@ def audit(
       breakglass audit --context prod-eu,prod-us --kubeconfig a.yaml --kubeconfig b.yaml -o sarif
 
       breakglass audit --static-manifests /etc/kubernetes/admission/webhooks   # on a control-plane node
+
+      breakglass audit --static-manifests-via-ssh cp1 --static-manifests-via-ssh cp2
     """
     plain = Output.json if output is AuditOutput.json else Output.text  # how errors are printed
 
@@ -201,6 +211,18 @@ def audit(
         from breakglass.webhooks import sources as _sources  # noqa: PLC0415
 
         statics = [_sources.load_static_manifests(d) for d in static_manifests or []]  # bad input first
+        if static_manifests_via_ssh:
+            from breakglass.access.ssh import Node, remote_path  # noqa: PLC0415
+            from breakglass.flows import node_static_manifests  # noqa: PLC0415
+
+            remote_path(apiserver_manifest, "--apiserver-manifest")
+            opts = _ssh_options(ssh_user, ssh_key, ssh_port, ssh_accept_new, ssh_config, known_hosts, timeout)
+            for host in static_manifests_via_ssh:
+                node = Node(host, opts)
+                try:
+                    statics.append(node_static_manifests.read(node, apiserver_manifest))
+                finally:
+                    node.close()
         if statics and not (file or kubeconfig_ or etcd_endpoints or etcd_via_ssh):
             inv = statics.pop(0)  # only the node's files
         else:

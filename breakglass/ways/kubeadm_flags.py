@@ -187,6 +187,11 @@ def set_flags(text: str, want: dict[str, str | None], source: str) -> str:
     return result
 
 
+def apiserver_args(text: str, source: str) -> list[str]:
+    """The kube-apiserver arguments of a static-pod manifest (its command after the program, then its args)."""
+    return _command_flags(text, source).args
+
+
 def _value(m: Manifest, key: str) -> str | None:
     return m.values.get(key)
 

@@ -92,29 +92,45 @@ def load_files(paths: list[str]) -> Inventory:
             path = "<stdin>"
         else:
             text = textfile.read(path, "YAML or JSON")
-        found = 0
-        others: list[str] = []
-        for i, doc in enumerate(_documents(text, path)):
-            items = doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else [doc]
-            for j, obj in enumerate(items or []):
-                where = f"{path}#{i}" + (f".items[{j}]" if len(items) > 1 or doc is not obj else "")
-                if not isinstance(obj, dict):
-                    raise BadInput(f"{where}: expected a Kubernetes object, found {type(obj).__name__}")
-                if obj.get("kind") not in model.KIND_OF:
-                    others.append(str(obj.get("kind")))
-                    continue
-                inv.configs.append(model.from_json(obj, where))
-                found += 1
-        if not found:
-            what = f" (found {', '.join(sorted(set(others)))})" if others else ""
-            if whole_dirs:  # a manifests directory holds everything else too
-                inv.warnings.append(f"{path}: no admission configurations{what}")
-                continue
-            raise BadInput(f"{path}: no admission configurations{what}")
-        if others:
-            inv.warnings.append(f"{path}: skipped {len(others)} object(s) of other kinds ({', '.join(sorted(set(others)))})")
-        inv.sources.append(path)
+        _load_text(inv, text, path, whole_dirs)
     return inv
+
+
+def load_texts(texts: list[tuple[str, str]], static: bool = False) -> Inventory:
+    """Configurations from texts already read (a node's files, named ``host:path``), each file one document set;
+    ``static``: a staticManifestsDir's, each configuration marked with its file."""
+    inv = Inventory()
+    for where, text in texts:
+        _load_text(inv, text, where, True)
+    if static:
+        for cfg in inv.configs:
+            cfg.static_manifest = cfg.source.rsplit("#", 1)[0]
+    return inv
+
+
+def _load_text(inv: Inventory, text: str, path: str, whole_dirs: bool) -> None:
+    found = 0
+    others: list[str] = []
+    for i, doc in enumerate(_documents(text, path)):
+        items = doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else [doc]
+        for j, obj in enumerate(items or []):
+            where = f"{path}#{i}" + (f".items[{j}]" if len(items) > 1 or doc is not obj else "")
+            if not isinstance(obj, dict):
+                raise BadInput(f"{where}: expected a Kubernetes object, found {type(obj).__name__}")
+            if obj.get("kind") not in model.KIND_OF:
+                others.append(str(obj.get("kind")))
+                continue
+            inv.configs.append(model.from_json(obj, where))
+            found += 1
+    if not found:
+        what = f" (found {', '.join(sorted(set(others)))})" if others else ""
+        if whole_dirs:  # a manifests directory holds everything else too
+            inv.warnings.append(f"{path}: no admission configurations{what}")
+            return
+        raise BadInput(f"{path}: no admission configurations{what}")
+    if others:
+        inv.warnings.append(f"{path}: skipped {len(others)} object(s) of other kinds ({', '.join(sorted(set(others)))})")
+    inv.sources.append(path)
 
 
 # -- etcd ---------------------------------------------------------------------------------------
