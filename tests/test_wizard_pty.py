@@ -139,7 +139,7 @@ def test_missing_kubeconfig_talosctl_and_unknown_ssh_host_each_go_back_to_the_wa
         w.expect(question)
         w.answer("")
     w.expect("Accept and record unknown host keys")
-    w.child.send("n")
+    w.child.send("n\r")  # issue 37: the Enter after n belongs to this question
     w.expect("NOT reachable")
     w.expect("Which way out")
     w.child.send(DOWN + "\r")  # back, then quit: nothing was changed
@@ -241,13 +241,13 @@ def test_local_manifest_and_talos_file_ways_in_ready_the_real_apiserver(state, n
     else:  # a file edited here: the wizard asks whether it is applied (the sandbox's Talos node reads it itself)
         w.expect("Edited, not applied")
         w.expect("Have you applied it")
-        w.child.send("y")
+        w.child.send("y\r")
         w.expect("Apiserver to watch")
         w.answer(sb.apiserver["url"], erase=True)
         w.expect(r"readyz\?verbose: ready")
     assert sandbox.backend(d, True)["running"]
     w.expect("Revert the temporary change now")
-    w.child.send("y")
+    w.child.send("y\r")
     # issue 33: no kubeconfig in this way in, but the file is the sandbox's: the guard reads the cluster through the
     # sandbox's kubeconfig and calls the running backend, so no typed word is asked; the canary through the
     # apiserver passes and the revert is verified (exit 0)

@@ -109,7 +109,10 @@ class QuestionaryPrompter:
         print_formatted_text(FormattedText(parts), style=merge_styles_default([None]))
 
     def confirm(self, message: str, default: bool = False) -> bool:
-        return self._ask(self.q.confirm(below(self._m(message), len("Yes"), width()), default=default))
+        # y or n, then Enter: answered on the key alone, the Enter typed after it would answer the next question
+        # (after "Revert now? y" it answered "Type re-arm" before it could be read)
+        return self._ask(self.q.confirm(below(self._m(message), len("Yes"), width()), default=default,
+                                        auto_enter=False))
 
     _spin = 0
 
