@@ -754,7 +754,7 @@ _STUCK_CAUSES = (
      "authentication not in place)"),
     (re.compile(r"not yet ready to handle request", re.I),
      "admission not ready: its informers (webhook configurations, policies) have not synced"),
-    (re.compile(r"informer|cache.*sync|WaitForCacheSync", re.I), "caches that have not synced"),
+    (re.compile(r"informer|cache[\w ]{0,30}sync|WaitForCacheSync", re.I), "caches that have not synced"),
     (re.compile(r"timed out waiting for the condition|Handler timeout|TLS handshake timeout", re.I),
      "the hook's own requests timing out (a slow or overloaded apiserver, or its storage: see etcd's latency)"),
 )
