@@ -185,7 +185,7 @@ def audit(
 
       breakglass audit --context prod-eu,prod-us --kubeconfig a.yaml --kubeconfig b.yaml -o sarif
 
-      breakglass audit --static-manifests /etc/kubernetes/admission/webhooks   # on a control-plane node
+      breakglass audit --static-manifests /etc/kubernetes/webhooks    # on the node
 
       breakglass audit --static-manifests-via-ssh cp1 --static-manifests-via-ssh cp2
     """
