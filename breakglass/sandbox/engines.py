@@ -380,15 +380,18 @@ def _spawn(directory: str, eng: Engine) -> subprocess.Popen:
     return procs.spawn(directory, f"engine-{eng.name}", argv, eng.log, detached=True)
 
 
-def _until(what: str, test, proc: subprocess.Popen, log: str, seconds: float = 180):
+def until(what: str, test, proc: subprocess.Popen, log: str, seconds: float = 180, who: str = "the engine",
+          step: float = 0.3):
+    """Poll ``test`` until it returns something true (returned); Unreachable naming ``log`` if ``proc`` (the
+    sandbox's engine or tunnel process, ``who``) exits first or ``seconds`` pass."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         got = test()
         if got:
             return got
         if proc.poll() is not None:
-            raise Unreachable(f"the engine exited ({proc.returncode}) before {what}; see {log}")
-        time.sleep(0.3)
+            raise Unreachable(f"{who} exited ({proc.returncode}) before {what}; see {log}")
+        time.sleep(step)
     raise Unreachable(f"no {what} within {seconds:g} s; see {log}")
 
 
@@ -434,11 +437,11 @@ def _start_in_sandbox(directory: str, info: dict, name: str, layout, keys, clien
         apply(client, kyverno_install(version))
         eng = kyverno(directory, layout.kubeconfig, port)
         proc = _spawn(directory, eng)
-        _until("Kyverno's webhook configurations", lambda: client.call("GET", KYVERNO_CFG_PATH)[0] == 200, proc,
+        until("Kyverno's webhook configurations", lambda: client.call("GET", KYVERNO_CFG_PATH)[0] == 200, proc,
                eng.log)
-        _until("the ClusterPolicy accepted", lambda: client.call(
+        until("the ClusterPolicy accepted", lambda: client.call(
             "POST", "/apis/kyverno.io/v1/clusterpolicies", KYVERNO_POLICY)[0] in (200, 201, 409), proc, eng.log)
-        _until(f"Kyverno's webhook for the policy ({KYVERNO_HOOK})", lambda: any(
+        until(f"Kyverno's webhook for the policy ({KYVERNO_HOOK})", lambda: any(
             w.get("name") == KYVERNO_HOOK for w in client.call("GET", KYVERNO_CFG_PATH)[1].get("webhooks") or []),
             proc, eng.log)
     else:
@@ -454,10 +457,10 @@ def _start_in_sandbox(directory: str, info: dict, name: str, layout, keys, clien
         apply(client, gatekeeper_install(version, f"https://127.0.0.1:{port}", bundle))
         eng = gatekeeper(directory, layout.kubeconfig, port, certs)
         proc = _spawn(directory, eng)
-        _until("the ConstraintTemplate accepted", lambda: client.call(
+        until("the ConstraintTemplate accepted", lambda: client.call(
             "POST", "/apis/templates.gatekeeper.sh/v1/constrainttemplates", GATEKEEPER_TEMPLATE)[0]
             in (200, 201, 409), proc, eng.log)
-        _until("the constraint accepted", lambda: client.call(
+        until("the constraint accepted", lambda: client.call(
             "POST", "/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels", GATEKEEPER_CONSTRAINT)[0]
             in (200, 201, 409), proc, eng.log)
     # running is not enforcing (Gatekeeper admits until it has synced its constraint, Kyverno until its policy
@@ -467,7 +470,7 @@ def _start_in_sandbox(directory: str, info: dict, name: str, layout, keys, clien
 
     enforcing = calls_webhooks(directory)
     if enforcing:
-        _until(f"{name} refusing what its policy forbids", lambda: _refused(client), proc, eng.log)
+        until(f"{name} refusing what its policy forbids", lambda: _refused(client), proc, eng.log)
     info.setdefault("engines", {})[name] = {"pid": proc.pid, "port": port, "version": version, "log": eng.log}
     return {"engine": name, "version": version, "running": True, "log": eng.log,
             "enforcing": True if enforcing else None}  # None: not seen, the apiserver calls no webhook now

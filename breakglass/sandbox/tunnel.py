@@ -41,14 +41,15 @@ def start(directory: str, info: dict, keys) -> list[str]:
         raise BadInput("konnectivity is not built here: `make go-components` builds it from its Go module (needs Go)")
     tdir = os.path.join(directory, "tunnel")
     os.makedirs(tdir, mode=0o700, exist_ok=True)
-    sock, sock_dir = _socket_path(tdir)
-    t = {"socket": sock, "socket_dir": sock_dir, "dir": tdir, "ca": keys.ca, "agent_port": engines.low_port(),
+    sock = _socket_path(tdir)[0]
+    t = {"socket": sock, "dir": tdir, "ca": keys.ca, "agent_port": engines.low_port(),
          "health_port": engines.low_port(), "egress": engines.egress_config(os.path.join(tdir, "egress.yaml"), sock)}
     info["tunnel"] = t
     server = engines.konnectivity_server(tdir, sock, keys.webhook_cert, keys.webhook_key, t["agent_port"],
                                          t["health_port"])
     proc = procs.spawn(directory, SERVER, server.argv, server.log, detached=True)
-    _until("the konnectivity server's socket", lambda: os.path.exists(sock), proc, server.log)
+    engines.until("the konnectivity server's socket", lambda: os.path.exists(sock), proc, server.log, 60,
+                  "konnectivity-server", 0.1)
     _start_agent(directory, t)
     return [f"--egress-selector-config-file={t['egress']}"]
 
@@ -62,9 +63,7 @@ def restart_agent(directory: str, info: dict, down_for: float = 3.0) -> dict:
     if procs.find(directory, SERVER) is None:
         raise Unreachable("the sandbox's konnectivity server is not running; `breakglass sandbox down` and up again")
     killed = procs.stop(directory, (AGENT,), hard=True)
-    deadline = time.monotonic() + max(0.0, down_for)
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
+    time.sleep(max(0.0, down_for))
     _start_agent(directory, t)
     return {"killed": killed, "down_for": down_for, "connected": True,
             "log": os.path.join(t["dir"], "konnectivity-agent.log")}
@@ -96,7 +95,8 @@ def cleanup(directory: str) -> None:
 def _start_agent(directory: str, t: dict) -> None:
     agent = engines.konnectivity_agent(t["dir"], t["ca"], t["agent_port"])
     proc = procs.spawn(directory, AGENT, agent.argv, agent.log, detached=True)
-    _until("the konnectivity agent connected", lambda: _connected(t), proc, agent.log)
+    engines.until("the konnectivity agent connected", lambda: _connected(t), proc, agent.log, 60,
+                  "konnectivity-agent", 0.1)
 
 
 def _connected(t: dict) -> bool:
@@ -106,17 +106,6 @@ def _connected(t: dict) -> bool:
             return r.status == 200
     except (urllib.error.URLError, OSError):
         return False
-
-
-def _until(what: str, test, proc, log: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if test():
-            return
-        if proc.poll() is not None:
-            raise Unreachable(f"{what}: it exited ({proc.returncode}); see {log}")
-        time.sleep(0.1)
-    raise Unreachable(f"no {what} within {seconds:g} s; see {log}")
 
 
 def _socket_path(tdir: str) -> tuple[str, str | None]:
