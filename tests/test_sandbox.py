@@ -173,7 +173,11 @@ def test_a_socket_path_too_long_for_unix_goes_to_a_private_directory_that_down_r
     short = tmp_path / "s"
     (short / "tunnel").mkdir(parents=True)
     assert tunnel._socket_path(str(short / "tunnel")) == (str(short / "tunnel" / "konnectivity.sock"), None)
-    # a socket-dir record naming a directory that is not one of ours is never removed
-    (short / "tunnel" / "socket-dir").write_text(str(tmp_path))
-    tunnel.cleanup(str(short))
-    assert tmp_path.exists()
+    # a socket-dir record naming a directory that is not one of ours is never removed, `..` included
+    import tempfile
+    victim = tmp_path / "empty"
+    victim.mkdir()
+    for record in (str(tmp_path), os.path.join(tempfile.gettempdir(), "bg-tunnel-x", "..", "..", str(victim)[1:])):
+        (short / "tunnel" / "socket-dir").write_text(record)
+        tunnel.cleanup(str(short))
+        assert tmp_path.exists() and victim.exists(), record

@@ -86,7 +86,10 @@ def cleanup(directory: str) -> None:
             d = f.read().strip()
     except OSError:
         return
-    if not d.startswith(os.path.join(tempfile.gettempdir(), _PREFIX)) or os.path.islink(d) or not os.path.isdir(d):
+    tmp = os.path.realpath(tempfile.gettempdir())
+    # only a directory this module made: directly in the temporary directory, with its prefix (no `..`, no link)
+    if (os.path.dirname(d) != tmp or not os.path.basename(d).startswith(_PREFIX) or os.path.islink(d)
+            or not os.path.isdir(d)):
         return
     if os.lstat(d).st_uid == os.getuid() and set(os.listdir(d)) <= {_SOCKET}:
         shutil.rmtree(d, ignore_errors=True)
@@ -116,6 +119,6 @@ def _socket_path(tdir: str) -> tuple[str, str | None]:
     path = os.path.join(tdir, _SOCKET)
     if len(path.encode()) <= _UNIX_PATH_MAX:
         return path, None
-    d = tempfile.mkdtemp(prefix=_PREFIX)  # 0700, a new name: nobody else's
+    d = tempfile.mkdtemp(prefix=_PREFIX, dir=os.path.realpath(tempfile.gettempdir()))  # 0700, a new name
     write_private(os.path.join(tdir, _ELSEWHERE), d.encode())
     return os.path.join(d, _SOCKET), d
