@@ -198,3 +198,14 @@ def test_a_fail_closed_webhook_whose_path_judges_nodes_is_likely_node_starvation
                     'failed to call webhook: Post "https://engine.policy.svc:443/validate-nodepools?timeout=10s": '
                     'no endpoints available for service "engine"', t="1203 10:00:00.000000")
     assert diagnose_text(other + "\n").verdict.family != "node-lease"
+
+
+def test_recover_auto_says_a_stuck_diagnosis_names_no_webhook_before_it_acts(tmp_path):
+    """issue 36: the wizard's guard for `stuck` reached from the scripted front end too."""
+    from breakglass.flows import scripted
+
+    p = run_cli("diagnose", "-", "-o", "json", stdin=KUBEADM_UPGRADE.encode())
+    assert p.returncode == 3 and json.loads(p.stdout)["result"]["verdict"]["state"] == "stuck"
+    path = tmp_path / "diag.json"
+    path.write_bytes(p.stdout)
+    assert "STUCK and names no webhook" in scripted.verdict_note(str(path))

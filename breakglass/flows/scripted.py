@@ -198,11 +198,16 @@ def family_from_diagnosis(path: str | None) -> str | None:
 
 def verdict_note(path: str | None) -> str | None:
     """What `recover --auto` says first when the diagnosis is not a deadlock: a DEGRADED cluster heals once the
-    webhook's backend answers, so fixing the backend is the first thing to do (the way out still runs, as asked)."""
+    webhook's backend answers, so fixing the backend is the first thing to do; a STUCK one names no webhook at all
+    (the way out still runs, as asked)."""
     if not path:
         return None
     verdict = _diagnosis(path).get("verdict")
-    if not isinstance(verdict, dict) or verdict.get("state") != "degraded":
+    state = verdict.get("state") if isinstance(verdict, dict) else None
+    if state == "stuck":  # the wizard's guard for the same verdict: say it before anything is bypassed
+        return ("the diagnosis says STUCK and names no webhook: bypassing webhooks may change nothing; check "
+                "`breakglass webhooks` and etcd's health first (--auto goes on, as asked)")
+    if state != "degraded":
         return None
     return ("the diagnosis says DEGRADED: nothing the cluster needs to come back is blocked, so it heals once the "
             "webhook's backend answers; fixing the backend first is enough (--auto goes on, as asked)")
