@@ -75,10 +75,7 @@ def load_static_manifests(directory: str) -> Inventory:
                    if n.endswith((".yaml", ".yml", ".json")) and os.path.isfile(os.path.join(directory, n)))
     if not files:
         raise BadInput(f"--static-manifests {directory}: no .yaml, .yml or .json file in it")
-    inv = load_files(files)
-    for cfg in inv.configs:
-        cfg.static_manifest = cfg.source.rsplit("#", 1)[0]
-    return inv
+    return _static(load_files(files))
 
 
 def load_files(paths: list[str]) -> Inventory:
@@ -102,9 +99,13 @@ def load_texts(texts: list[tuple[str, str]], static: bool = False) -> Inventory:
     inv = Inventory()
     for where, text in texts:
         _load_text(inv, text, where, True)
-    if static:
-        for cfg in inv.configs:
-            cfg.static_manifest = cfg.source.rsplit("#", 1)[0]
+    return _static(inv) if static else inv
+
+
+def _static(inv: Inventory) -> Inventory:
+    """Each configuration marked as a staticManifestsDir's, with the file it came from."""
+    for cfg in inv.configs:
+        cfg.static_manifest = cfg.source.rsplit("#", 1)[0]
     return inv
 
 
