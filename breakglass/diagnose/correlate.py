@@ -133,6 +133,9 @@ def _timeout_of(ev: Event) -> float:
     return min(float(m[1]), 60.0) if m else 30.0 if ev.cause and ev.cause.cls == causes.TIMEOUT else 0.0
 
 
+READYZ_BLOCK_LINES = 96  # a readiness check's `[-]`/`[+]` lines: one per check (about 50 in 1.37), under its header
+
+
 class Correlator:
     def __init__(self, max_evidence: int = EVIDENCE_HEAD + EVIDENCE_TAIL) -> None:
         self.max_evidence = max_evidence
@@ -147,6 +150,7 @@ class Correlator:
         # there with no namespace is the apiserver's identity lease, not a node's or a controller's.
         self.apiserver_sources: set[str] = set()
         self.matched = 0
+        self._timed: dict[str, tuple[int, float]] = {}  # source -> (end line, time) of its latest timed event
 
     def _acc(self, key: tuple, kind: str) -> _Acc:
         acc = self.accs.get(key)
@@ -158,9 +162,23 @@ class Correlator:
         for ev in events:
             self.matched += 1
             ts = ev.record.ts
+            if ts is None and ev.kind == "readyz-hook":
+                ts = ev.record.ts = self._check_time(ev.record)
+            elif ts is not None:
+                self._timed[ev.record.source] = (ev.record.end_line, ts)
             if ts is not None and ts > self.last_ts.get(ev.record.source, float("-inf")):
                 self.last_ts[ev.record.source] = ts
             getattr(self, "_on_" + ev.kind.replace("-", "_"))(ev)
+
+    def _check_time(self, rec) -> float | None:
+        """The time of a failed readiness check's `[-]poststarthook/… failed: not finished` line, which carries
+        none: klog writes the check's lines as one message under the `healthz.go] … check failed: readyz` header
+        just before them. Without it a hook listed only there looks timeless, and a normal start's first second
+        reads as a hook that keeps failing."""
+        line, ts = self._timed.get(rec.source, (None, None))
+        if line is None or not 0 <= rec.line - line <= READYZ_BLOCK_LINES:
+            return None
+        return ts
 
     # -- webhook calls -------------------------------------------------------------------
     def _on_webhook_call(self, ev: Event) -> None:

@@ -120,7 +120,11 @@ def minor(ver: str) -> int:
 
 
 def flags(layout: Layout, pki: Pki, etcd: str, port: int) -> list[str]:
-    """The command line kubeadm would write (``--key=value``, sorted as kubeadm sorts them), on loopback."""
+    """The command line kubeadm would write (``--key=value``, sorted as kubeadm sorts them), on loopback.
+    One flag kubeadm does not write: on loopback the apiserver's own endpoint reconciler is off. Its
+    ``kubernetes`` Endpoints would name 127.0.0.1, which 1.37 refuses at start ("cannot use public IP 127.0.0.1
+    with endpoint reconciler": pkg/controlplane/instance.go, ValidateEndpointIP) and older versions write
+    anyway; with it off every version starts on the same command line, so a sandbox upgrades 1.35 to 1.37."""
     args = {
         "advertise-address": "127.0.0.1",
         "allow-privileged": "true",
@@ -131,6 +135,7 @@ def flags(layout: Layout, pki: Pki, etcd: str, port: int) -> list[str]:
         "client-ca-file": pki.ca,
         "enable-admission-plugins": "NodeRestriction",
         "enable-bootstrap-token-auth": "true",
+        "endpoint-reconciler-type": "none",
         "etcd-servers": etcd,
         "secure-port": str(port),
         "service-account-issuer": ISSUER,
