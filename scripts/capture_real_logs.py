@@ -43,7 +43,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from breakglass.sandbox import etcd_command, free_port, scenarios, wait_listening  # noqa: E402
+from breakglass.sandbox import builds, etcd_command, free_port, scenarios, wait_listening  # noqa: E402
 from breakglass.sandbox import apiserver as api  # noqa: E402
 from breakglass.sandbox import pki as pkimod  # noqa: E402
 from breakglass.sandbox.apiserver import Client, Layout  # noqa: E402
@@ -70,16 +70,13 @@ class Skip(Exception):
 def built_versions() -> list[tuple[str, str]]:
     """(version, binary) for each kube-apiserver line of go/versions whose binary exists."""
     out = []
-    with open(os.path.join(ROOT, "go", "versions"), encoding="utf-8") as f:
-        for line in f:
-            parts = line.split("#", 1)[0].split()
-            if len(parts) == 2 and parts[0] == "kube-apiserver":
-                binary = os.path.join(ROOT, "build", "kube-apiserver", f"v{parts[1]}", "kube-apiserver")
-                if os.access(binary, os.X_OK):
-                    out.append((parts[1], binary))
-                else:
-                    say(f"v{parts[1]}: {os.path.relpath(binary, ROOT)} is not built; skipped "
-                        f"(scripts/gobuild.sh kube-apiserver)")
+    for b in builds.listed():
+        if b.component != "kube-apiserver":
+            continue
+        if os.access(b.binary, os.X_OK):
+            out.append((b.version, b.binary))
+        else:
+            say(f"v{b.version}: {os.path.relpath(b.binary, ROOT)} is not built; skipped (scripts/gobuild.sh kube-apiserver)")
     return out
 
 

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Build the real components listed in go/versions from their published Go modules:
-#   scripts/gobuild.sh [--if-go] [COMPONENT...]     (default: every component in go/versions)
+#   scripts/gobuild.sh [--if-go] [--now|--later-in-background|--later] [COMPONENT...]
+#                                                   (default: every line of go/versions, in the foreground)
 # --if-go: without a Go toolchain, say so in one line and succeed (the tests that need these builds then skip
 # with a reason), except under CI=true, where a missing toolchain fails the run.
+# --now: only the lines not marked `later`. --later-in-background: start the `later` lines' build detached, at
+# nice 19, and return at once (`make test` runs the tests meanwhile: the build takes the CPU the tests leave
+# idle while they wait on apiservers, and the tests that need a later build run last and wait for it; see
+# tests/real_control_plane.py). Its log is build/later.log, its pid build/later.pid, its exit code
+# build/later.rc. --later: build only the `later` lines, in the foreground (what the background runs).
 # Each lands in build/<component>/v<version>/<component>. Go's module and build caches make a second run a
 # link step at most; nothing of the upstream code is kept in this repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-if_go=0
+if_go=0 when=all
 if [ "${1:-}" = "--if-go" ]; then if_go=1; shift; fi
+case "${1:-}" in --now) when=now; shift ;; --later) when=later; shift ;; --later-in-background) when=bg; shift ;; esac
 if ! command -v go >/dev/null; then
   if [ $if_go = 1 ] && [ "${CI:-}" != "true" ]; then
     echo "gobuild: no Go toolchain on PATH: skipping the real kube-apiserver/Talos builds; their tests will skip" >&2
@@ -66,9 +73,22 @@ packages_for() {
   esac
 }
 
+if [ $when = bg ]; then
+  mkdir -p build
+  grep -v '^\s*#' go/versions | grep -q ' later\s*$' || exit 0
+  rm -f build/later.rc
+  setsid nice -n 19 bash -c 'bash scripts/gobuild.sh --later "$@"; echo $? > build/later.rc; rm -f build/later.pid' \
+    gobuild "$@" > build/later.log 2>&1 < /dev/null &
+  echo $! > build/later.pid
+  echo "gobuild: building the later components in the background at nice 19 (build/later.log, pid $!)"
+  exit 0
+fi
+
 want=("$@")
-grep -v '^\s*#' go/versions | while read -r component version; do
+grep -v '^\s*#' go/versions | while read -r component version mark; do
   [ -n "${component:-}" ] || continue
+  if [ $when = now ] && [ "${mark:-}" = later ]; then continue; fi
+  if [ $when = later ] && [ "${mark:-}" != later ]; then continue; fi
   if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " =~ " $component " ]]; then continue; fi
   dir="$root/build/$component/v$version"
   mkdir -p "$dir"
@@ -77,7 +97,8 @@ grep -v '^\s*#' go/versions | while read -r component version; do
   while read -r package name; do
     echo "gobuild: $component v$version -> ${dir#"$root"/}/$name"
     (cd "go/$component" && CGO_ENABLED=$cgo go build -modfile="v$version.mod" -trimpath -tags="${tags:-}" \
-       -ldflags "$(ldflags_for "$component" "$version")" -o "$dir/$name" "$package") </dev/null
+       -ldflags "$(ldflags_for "$component" "$version")" -o "$dir/$name.tmp" "$package") </dev/null
+    mv -f "$dir/$name.tmp" "$dir/$name"  # whole or absent: a test waiting for it never runs half a binary
   done < <(packages_for "$component")
   echo "gobuild: $component v$version built in $(( $(date +%s) - start ))s"
 done

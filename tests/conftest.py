@@ -65,3 +65,13 @@ def sshd(tmp_path_factory):
     srv = sshd_server.start(str(tmp_path_factory.mktemp("ssh")))
     yield srv
     srv.stop()
+
+
+@pytest.hookimpl(trylast=True)  # after pytest groups items by their parametrized fixtures
+def pytest_collection_modifyitems(config, items):
+    """Tests that need a `later` build (go/versions) run last: `make test` builds those in the background meanwhile
+    (scripts/gobuild.sh --later-in-background), so they wait for it as little as possible. The order is otherwise
+    kept, so a module's parametrized fixture still sets up once per parameter."""
+    late = [item for item in items if item.get_closest_marker("later_build")]
+    if late:
+        items[:] = [item for item in items if not item.get_closest_marker("later_build")] + late

@@ -40,6 +40,8 @@ import time
 
 import yaml
 
+from breakglass.sandbox import builds
+
 DIR = os.environ.get("FAKE_TALOS_DIR", "")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -90,12 +92,7 @@ def _vt(v):
 
 def machinery_builds():
     """The talos-machinery versions go/versions lists, oldest first."""
-    out = []
-    with open(os.path.join(ROOT, "go", "versions")) as f:
-        for line in f:
-            parts = line.split("#", 1)[0].split()
-            if len(parts) == 2 and parts[0] == "talos-machinery":
-                out.append(parts[1])
+    out = builds.versions("talos-machinery")
     return sorted(out, key=_vt)
 
 

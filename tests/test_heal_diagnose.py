@@ -20,7 +20,7 @@ import yaml
 from breakglass.heal import writes as heal
 from tests import logbuild as lb
 from tests.conftest import ROOT, diagnose_text, run_cli
-from tests.real_control_plane import APISERVERS, require
+from tests.real_control_plane import APISERVERS, require, versions_params
 
 REAL = os.path.join(ROOT, "tests", "fixtures", "real")
 VERSIONS = [v for v, _ in APISERVERS]
@@ -173,7 +173,7 @@ def test_a_bad_webhooks_file_is_one_line_and_exit_2(tmp_path):
 
 # -- the real kube-apiserver ----------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module", params=VERSIONS)
+@pytest.fixture(scope="module", params=versions_params(VERSIONS))
 def real(request, tmp_path_factory):
     from breakglass.sandbox import apiserver as launcher
     from tests.real_apiserver_session import RealApiserver

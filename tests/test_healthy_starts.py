@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.conftest import run_cli
-from tests.real_control_plane import APISERVERS, require
+from tests.real_control_plane import APISERVERS, later, later_build, require
 
 # klog text at the default verbosity (kubeadm's), at -v=2 (where the apiserver logs each failed /readyz with its
 # `[-]poststarthook/... failed: not finished` lines, as many distributions run it), and JSON at -v=2
@@ -34,8 +34,9 @@ def _journald(log: bytes, version: str) -> bytes:
     return b"\n".join(out) + b"\n"
 
 
-@pytest.fixture(scope="module", params=[(v, f) for v, _ in APISERVERS for f in FORMATS],
-                ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.fixture(scope="module", ids=lambda p: f"{p[0]}-{p[1]}",
+                params=[pytest.param((v, f), marks=later_build) if later(v) else (v, f)
+                        for v, _ in APISERVERS for f in FORMATS])
 def started(request, tmp_path_factory):
     """(version, log bytes) of a fresh start and a restart on the same etcd, nothing else done."""
     from breakglass.sandbox import apiserver as launcher

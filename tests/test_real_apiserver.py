@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from breakglass.sandbox import scenarios
-from tests.real_control_plane import binary_for, real_sandbox  # noqa: F401 - the fixture
+from tests.real_control_plane import binary_for, later_build, real_sandbox, versions_params  # noqa: F401 - the fixture
 
 KEY = f"/registry/validatingwebhookconfigurations/{scenarios.KYVERNO_NAME}"
 HOOK = "poststarthook/start-kubernetes-service-cidr-controller"
@@ -24,8 +24,13 @@ def _json(p):
     return json.loads(p.stdout)
 
 
-def test_the_seed_deadlocks_1_34_and_diagnose_names_webhook_configuration_and_object(real_sandbox):
-    ver, binary = binary_for("1.34")
+# the seed on every version that makes the default ServiceCIDR at start (1.33+): the supported minors and 1.34
+SEED_VERSIONS = ["1.34", "1.35", "1.36", "1.37"]
+
+
+@pytest.mark.parametrize("minor", versions_params(SEED_VERSIONS))
+def test_the_seed_deadlocks_and_diagnose_names_webhook_configuration_and_object(real_sandbox, minor):
+    ver, binary = binary_for(minor)
     sb = real_sandbox(binary)
     st = sb.wait(ready=False, failing=HOOK)
     assert st["ready"] is False and st["status"] == 500
@@ -119,6 +124,50 @@ def test_on_1_32_the_webhook_does_not_deadlock_audit_predicts_1_34_and_the_upgra
         f.write(manifest.replace(f"kube-apiserver:v{old}", f"kube-apiserver:v{new}"))
     st = sb.wait(ready=False, failing=HOOK, seconds=180)
     assert sb.kubelet()["argv"][0].endswith(f"v{new}/kube-apiserver") and st["status"] == 500
+
+
+@later_build
+def test_1_35_to_1_37_with_the_webhook_down_deadlocks_on_the_roles_1_37_adds_and_audit_says_so(real_sandbox):
+    """The newest upgrade path. The default ServiceCIDR exists since 1.33, so it is not what stops 1.37: the RBAC
+    bootstrap is. 1.37's rbac/bootstrap-roles hook must create the ClusterRoles and ClusterRoleBindings 1.35 did not
+    have (kube-apiserver-serving-clustertrustbundle-publisher, storage-version-migrator-controller, ...), a webhook
+    on them that fails closed refuses every one, and the hook never finishes (found running this test: the same
+    webhook on a 1.35 restart is harmless)."""
+    old, old_binary = binary_for("1.35")
+    new, _ = binary_for("1.37")
+    sb = real_sandbox(old_binary, "healthy")
+    sb.wait(ready=True)
+    assert sb.cli("sandbox", "backend", "stop", "--dir", sb.dir).returncode == 0
+    p = sb.cli("audit", "--kubeconfig", sb.api["kubeconfig"], "--target-version", new.rsplit(".", 1)[0], "-o", "json")
+    assert p.returncode == 3, p.stderr.decode()
+    hit = [f for f in _json(p)["result"]["findings"] if f["rule"] == "bootstrap-intercept"]
+    assert hit and hit[0]["severity"] == "critical" and "ClusterRoleBinding" in json.dumps(hit[0]), hit
+    with open(sb.api["manifest"], encoding="utf-8") as f:
+        manifest = f.read()
+    with open(sb.api["manifest"], "w", encoding="utf-8") as f:
+        f.write(manifest.replace(f"kube-apiserver:v{old}", f"kube-apiserver:v{new}"))
+    st = sb.wait(ready=False, failing="poststarthook/rbac/bootstrap-roles", seconds=180)
+    assert sb.kubelet()["argv"][0].endswith(f"v{new}/kube-apiserver") and st["status"] == 500
+
+    def _logged_roles() -> bool:  # readiness fails before the RBAC reconciler logs its first refused write
+        with open(sb.api["log"], "rb") as f:
+            return b"unable to reconcile clusterrolebinding" in f.read()
+
+    _wait_for(_logged_roles)
+    p = sb.cli("diagnose", sb.api["log"], "-o", "json")
+    assert p.returncode == 3, p.stderr.decode()
+    result = _json(p)["result"]
+    assert result["verdict"]["state"] == "deadlocked", result["verdict"]
+    f = next(f for f in result["findings"] if f["bootstrap_deadlock"])
+    assert f["webhook"] == "validate.kyverno.svc-fail" and "rbac/bootstrap-roles" in f["hooks"], f
+    assert any("ClusterRoleBinding" in b and "storage-version-migrator" in b for b in f["blocked"]), f["blocked"]
+    # the way out on the new version: the kubeadm manifest's plugin flag, and 1.37 becomes ready
+    p = sb.cli("recover", "--method", "kubeadm", "--manifest", sb.api["manifest"], "--verify-timeout", "120",
+               "--yes", "-o", "json")
+    assert p.returncode == 0, p.stderr.decode() + p.stdout.decode()
+    sb.wait(ready=True)
+    assert sb.kubelet()["argv"][0].endswith(f"v{new}/kube-apiserver")
+    assert sb.status()["version"] == f"v{new}"  # what runs now, not what `up` started
 
 
 def test_the_lasting_fix_is_accepted_by_real_cel_validation_and_a_restart_no_longer_deadlocks(real_sandbox):

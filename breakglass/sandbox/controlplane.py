@@ -18,6 +18,7 @@ import yaml
 from breakglass.core.errors import BadInput, BreakglassError, Unreachable
 from breakglass.sandbox import apiserver, pki as pkimod, procs, scenarios, trust, tunnel as tunnelmod
 from breakglass.sandbox.apiserver import Client, Layout, kubelet_state
+from breakglass.sandbox.kubelet import image_tag
 from breakglass.core.textfile import write_private
 
 
@@ -274,5 +275,10 @@ def readiness(info: dict, directory: str) -> dict:
 
     status, body = Client(info["url"], pkimod.load(Layout(directory).pki_dir), timeout=5).readyz()
     failing = parse(body)[1] if status is not None else []
-    return {"ready": status == 200, "status": status, "failing": failing,
-            "pid": kubelet_state(directory).get("pid"), "restarts": kubelet_state(directory).get("restarts", 0)}
+    kubelet = kubelet_state(directory)
+    out = {"ready": status == 200, "status": status, "failing": failing,
+           "pid": kubelet.get("pid"), "restarts": kubelet.get("restarts", 0)}
+    running = image_tag(kubelet["image"]) if kubelet.get("image") else None
+    if running and running != info.get("version"):  # the node configuration's image moved on: an upgrade
+        out["version"] = running
+    return out

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 
 from breakglass.core.errors import BadInput, Unreachable
-from breakglass.sandbox import scenarios
+from breakglass.sandbox import builds, scenarios
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -56,16 +56,7 @@ _PATHS = {  # kind -> (API prefix, plural, namespaced)
 
 def versions(component: str) -> list[str]:
     """The versions of ``component`` go/versions lists."""
-    out = []
-    try:
-        with open(os.path.join(ROOT, "go", "versions"), encoding="utf-8") as f:
-            for line in f:
-                parts = line.split("#", 1)[0].split()
-                if len(parts) == 2 and parts[0] == component:
-                    out.append(parts[1])
-    except OSError:
-        pass
-    return out
+    return builds.versions(component)
 
 
 def binary(component: str, name: str | None = None) -> str | None:

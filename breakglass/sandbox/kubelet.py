@@ -145,6 +145,7 @@ class Kubelet:
             self.error = f"{source}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
             return self.argv if self.o.talos_config else None  # Talos keeps running; kubelet drops the pod
         self.error = None
+        self.image = image
         return [binary, *args]
 
     def _pull(self, image: str) -> str:
@@ -209,7 +210,7 @@ class Kubelet:
 
     def write_state(self) -> None:
         state = {"pid": self.proc.pid if self.proc else None, "argv": self.argv, "restarts": self.restarts,
-                 "last_exit": self.last_exit, "error": self.error,
+                 "last_exit": self.last_exit, "error": self.error, "image": getattr(self, "image", None),
                  "source": self.o.manifest or self.o.talos_config}
         data = json.dumps(state, indent=2).encode()
         if data != getattr(self, "_written", None):
