@@ -325,3 +325,46 @@ def test_the_trace_pattern_is_reached_through_an_anchor_and_the_gate():
     text = 'Trace[1]: "Call mutating webhook" configuration:c,webhook:w.x,resource:/v1, Resource=pods'
     assert TRACE_CONFIG.search(text)["cfg"] == "c"
     assert any(a in text.encode() for a in ANCHORS) and record_gate(text.encode())
+
+
+# -- how pastes get mangled (issue 36 §4): the same two lines as a ticket, a terminal or a distribution delivers them
+_DISPATCH = ('W1203 10:00:00.123456       1 dispatcher.go:217] Failed calling webhook, failing closed '
+             'validate.kyverno.svc-fail: failed calling webhook "validate.kyverno.svc-fail": failed to call webhook: '
+             'Post "https://kyverno-svc.kyverno.svc:443/validate/fail?timeout=10s": dial tcp 10.96.0.55:443: '
+             'connect: connection refused')
+_UNHANDLED = ('E1203 10:00:00.123456       1 repair.go:100] "Unhandled Error" err="unable to create ConfigMap: Internal '
+              'error occurred: failed calling webhook \\"validate.kyverno.svc-fail\\": failed to call webhook: Post '
+              '\\"https://kyverno-svc.kyverno.svc:443/validate/fail?timeout=10s\\": dial tcp 10.96.0.55:443: connect: '
+              'connection refused"')
+
+
+def _cut(text: str, width: int) -> str:
+    return "\n".join(text[i:i + width] for i in range(0, len(text), width))
+
+
+_MANGLED = {
+    "a terminal's hard wrap at 80 columns": lambda t: _cut(t, 80),
+    "a wrap inside the quoted name": lambda t: t.replace('webhook "validate.kyv', 'webhook "validate.kyv\n', 1)
+                                               .replace('webhook \\"validate.kyv', 'webhook \\"validate.kyv\n', 1),
+    "escaped quotes doubled by a ticket system": lambda t: t.replace('\\"', '\\\\"'),
+    "HTML entities from a Jira or chat export": lambda t: t.replace('"', "&quot;"),
+    "numeric HTML entities": lambda t: t.replace('"', "&#34;"),
+    "Markdown quoting of a wrapped paste": lambda t: "> " + _cut(t, 76).replace("\n", "\n> "),
+    "k0s' journal (logrus around klog)": lambda t: ('Dec 03 10:00:00 cp-1 k0s[1234]: time="2026-12-03 10:00:00" '
+                                                    'level=info msg="' + t.replace('"', '\\"') +
+                                                    '" component=kube-apiserver stream=stderr'),
+    "microk8s' kubelite journal": lambda t: "Dec 03 10:00:00 cp-1 microk8s.daemon-kubelite[1234]: " + t,
+    "k3s' journal": lambda t: "Dec 03 10:00:00 cp-1 k3s[1234]: " + t,
+    "RKE2's static pod through CRI": lambda t: "2026-12-03T10:00:00.123456789Z stderr F " + t,
+    "OpenShift's must-gather (docker JSON)": lambda t: __import__("json").dumps(
+        {"log": t + "\n", "stream": "stderr", "time": "2026-12-03T10:00:00Z"}),
+}
+
+
+@pytest.mark.parametrize("how", list(_MANGLED))
+@pytest.mark.parametrize("line", [_DISPATCH, _UNHANDLED], ids=["dispatcher", "caller"])
+def test_the_webhooks_name_survives_how_pastes_are_mangled(how, line):
+    d = diagnose_text(_MANGLED[how](line) + "\n")
+    webhooks = {f.webhook for f in d.findings}
+    assert webhooks == {"validate.kyverno.svc-fail"}, (how, webhooks, [f.title for f in d.findings])
+    assert next(f for f in d.findings).cause_class == "unreachable"

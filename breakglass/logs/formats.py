@@ -11,6 +11,7 @@ into tickets: ``>`` quoting, doubled, escaped or curly quotes, hard- or soft-wra
 from __future__ import annotations
 
 import json
+import html
 import re
 
 from breakglass.logs.jsonarray import TooDeep, loads
@@ -60,9 +61,16 @@ _CURLY = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '
                         "\u00ab": '"', "\u00bb": '"', "\u2018": "'", "\u2019": "'"})
 
 
+# &quot; and its numeric forms: what a line copied out of an HTML page (a Jira or Zendesk export, a chat archive)
+# keeps in place of every double quote, the webhook's name's included
+_HTML_QUOTE = re.compile(r"&(?:quot|#34|#x22|apos|#39|#x27|amp|lt|gt);", re.I)
+
+
 def normalise(text: str) -> str:
     """Fold the quoting variants copies of log lines pick up into plain double quotes."""
     text = text.translate(_CURLY)
+    if "&" in text and _HTML_QUOTE.search(text):  # a ticket or chat export that kept the HTML's entities
+        text = html.unescape(text)
     if "](" in text:
         text = _MD_LINK.sub(r"\g<text>", text)
     for _ in range(4):  # \" , \\\" , … : structured klog inside JSON inside a ticket
