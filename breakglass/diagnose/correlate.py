@@ -34,7 +34,7 @@ class _Acc:
     __slots__ = ("key", "kind", "count", "echo_count", "first", "last", "head", "tail", "context", "webhook",
                  "mode", "types", "urls", "services", "cause", "blocked", "hooks", "sources", "policy",
                  "binding", "details", "hook", "obj", "blind", "success", "targets", "unknown_kind", "requests",
-                 "crds", "starved")
+                 "crds", "starved", "superseded")
 
     def __init__(self, key: tuple, kind: str, n_evidence: int) -> None:
         self.key, self.kind = key, kind
@@ -55,6 +55,7 @@ class _Acc:
         self.details: dict[str, int] = {}
         self.obj: BlockedObject | None = None
         self.blind = False
+        self.superseded = False  # readiness failures of an earlier start of the apiserver (a later one began)
         self.starved = False  # a lease renewal timed out on the client's side while the apiserver took the call
         self.success = False
         self.targets: dict[str, int] = {}  # what denied requests were writing
@@ -305,6 +306,18 @@ class Correlator:
         acc = self._count(ev, "not-ready", ev.detail)
         acc.obj = acc.obj or ev.obj
         acc.hook = ev.hook
+
+    def _on_apiserver_started(self, ev: Event) -> None:
+        """A new kube-apiserver process in this source: the readiness failures so far were an earlier start's.
+        They are kept apart (superseded) so a restart minutes later is judged on its own lines: two normal
+        starts are not one hook failing for minutes, and a start that is stuck now is stuck on what it logs."""
+        self.matched -= 1  # bookkeeping, not an event about a problem
+        for key, acc in list(self.accs.items()):
+            if acc.kind in ("readyz", "not-ready") and acc.last is not None and acc.last.source == ev.record.source \
+                    and not acc.superseded:
+                acc.superseded = True
+                del self.accs[key]
+                self.accs[(*key, "before", ev.record.line)] = acc
 
     def _on_apiserver_unhealthy(self, ev: Event) -> None:
         acc = self._acc(("unhealthy",), "unhealthy")

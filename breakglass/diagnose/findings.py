@@ -90,7 +90,7 @@ def _log_ends_at(accs: list[_Acc], last_ts: dict[str, float]) -> bool:
 def _is_stuck(a: _Acc, fatal: set | frozenset = frozenset(), last_ts: dict[str, float] | None = None) -> bool:
     """Does this accumulator show a post-start hook that cannot finish? A fatal `PostStartHook … failed` line says
     so for every line of its hook; otherwise the failure must persist (not a second or two at start)."""
-    if not a.hook:
+    if not a.hook or a.superseded:  # an earlier start's: the later start's own lines say whether it is stuck
         return False
     if a.kind == "hook-fatal" or a.hook in fatal:
         return a.kind != "boot-attempt" or a.count >= 3

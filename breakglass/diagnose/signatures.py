@@ -40,6 +40,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"election lost", b"stopped leading", b"resource lock", b"leader election record",
     # an upgrade's or an installer's word that the apiserver did not come back (kubeadm's static Pod hash wait)
     b"did not change", b"apiserver unhealthy", b"apiserver is not healthy", b"apiserver did not become",
+    # kube-apiserver's first line of a start (cmd/kube-apiserver/app/server.go: `Version: v1.37.2`)
+    b"Version: v",
 )
 
 # A second, cheaper gate on the bytes of each candidate: lines that merely mention a webhook (request logs for
@@ -51,7 +53,7 @@ GATE_PHRASES: tuple[str, ...] = (
     "priority classes", "unable to", "apf bootstrap", "allocation check", "serviceip", "lease", "election",
     "stopped leading", "resource lock", "webhook.admission", "call mutating webhook", "call validating webhook",
     "conversion webhook", "did not change", "apiserver unhealthy", "apiserver is not healthy",
-    "apiserver did not become")
+    "apiserver did not become", "version:v")
 _GATE_NEEDLES = tuple(p.replace(" ", "").encode() for p in GATE_PHRASES)
 _WHITESPACE = b" \t\n\r\f\v"  # what \s is in a bytes pattern
 
@@ -246,6 +248,10 @@ UNHEALTHY = Guarded(re.compile(r"static\s*Pod\s*hash\s*for\s*component\s*kube-ap
                                r"(?P<node>[\w.-]{1,253})\s*did\s*not\s*change|"
                                r"kube-apiserver\s*(?:is\s*not\s*healthy|unhealthy|did\s*not\s*become\s*(?:ready|healthy))"),
                     "change", "healthy", "become")
+
+# `server.go] Version: v1.37.2`: a kube-apiserver process starts (cmd/kube-apiserver/app/server.go logs it first
+# thing). What its post-start hooks did before is the previous process's start, not this one's.
+STARTED = Guarded(re.compile(r"^Version:\s*(?P<version>v\d+\.\d+\.\d+\S*)\s*$"), "Version")
 
 LEADER = Guarded(re.compile(r"leaderelection\s*lost|[Ll]eader\s*election\s*lost|stopped\s*leading|"
                             r"failed\s*to\s*renew\s*lease\s*(?P<lease>[\w./-]+)|"
@@ -589,6 +595,10 @@ def classify(rec: LogRecord) -> list[Event]:
     m = UNHEALTHY.search(msg)
     if m:
         events.append(Event("apiserver-unhealthy", rec, detail=m["node"]))
+    if rec.caller is not None and rec.caller.rsplit("/", 1)[-1].startswith("server.go"):
+        m = STARTED.search(msg)
+        if m:
+            events.append(Event("apiserver-started", rec, detail=m["version"]))
     m = LEADER.search(msg)
     if m:
         lease = m["lease"] or m["lease2"]
@@ -613,6 +623,6 @@ PATTERNS: dict[str, Guarded] = {
     "fail-mode": FAIL_MODE, "call-failed": CALL_FAILED, "denied": DENIED, "rejected": REJECTED,
     "canceled": CANCELED, "panic": PANIC, "policy-denied": POLICY_DENIED, "hook-fatal": HOOK_FATAL,
     "readyz-item": READYZ_ITEM, "readyz-log": READYZ_LOG, "not-ready": NOT_READY, "leader": LEADER,
-    "unhealthy": UNHEALTHY,
+    "unhealthy": UNHEALTHY, "started": STARTED,
     **{f"boot-{i}": p for i, (p, _, _) in enumerate(_BOOT)},
 }
