@@ -17,7 +17,7 @@ system-deps:
 
 demo: $(STAMP)
 	bash scripts/bootstrap.sh demo
-	bash scripts/gobuild.sh --if-go kube-apiserver
+	bash scripts/gobuild.sh --if-go kube-apiserver@1.34.4  # the one its story runs (the seed's upgrade target)
 	$(PY) examples/demo.py
 
 # Real components built from their published Go modules (go/versions): kube-apiserver per version, Talos'

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the real components listed in go/versions from their published Go modules:
-#   scripts/gobuild.sh [--if-go] [--now|--later-in-background|--later] [COMPONENT...]
+#   scripts/gobuild.sh [--if-go] [--now|--later-in-background|--later] [COMPONENT[@VERSION]...]
 #                                                   (default: every line of go/versions, in the foreground)
 # --if-go: without a Go toolchain, say so in one line and succeed (the tests that need these builds then skip
 # with a reason), except under CI=true, where a missing toolchain fails the run.
@@ -89,7 +89,10 @@ grep -v '^\s*#' go/versions | while read -r component version mark; do
   [ -n "${component:-}" ] || continue
   if [ $when = now ] && [ "${mark:-}" = later ]; then continue; fi
   if [ $when = later ] && [ "${mark:-}" != later ]; then continue; fi
-  if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " =~ " $component " ]]; then continue; fi
+  # COMPONENT or COMPONENT@VERSION (make demo builds only the apiserver its story runs)
+  if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " =~ " $component " ]] && [[ ! " ${want[*]} " =~ " $component@$version " ]]; then
+    continue
+  fi
   dir="$root/build/$component/v$version"
   mkdir -p "$dir"
   start=$(date +%s)

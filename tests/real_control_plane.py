@@ -56,6 +56,14 @@ def _background_build() -> int | None:
     return pid
 
 
+def builds_settled() -> None:
+    """Wait until no background build runs: for a test that counts what is built (the wizard lists every built
+    kube-apiserver), which must count what the process it drives will see. Such a test is marked later_build."""
+    deadline = time.monotonic() + BACKGROUND_WAIT_S
+    while _background_build() and time.monotonic() < deadline:
+        time.sleep(2)
+
+
 def require(binary: str) -> None:
     """Skip with the reason when a real component is not built, except under CI, which must run these. While the
     background build runs, wait for it: the binary appears whole (renamed into place) or the build ends."""

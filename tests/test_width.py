@@ -14,6 +14,7 @@ import tempfile
 
 import pytest
 
+from tests.real_control_plane import builds_settled, later_build
 from tests.conftest import ROOT, run_cli
 
 LOGS = sorted(p for p in glob.glob(os.path.join(ROOT, "examples", "logs", "*"))
@@ -163,7 +164,9 @@ def _rehearsal_titles():
     return [(None, line[4:]) for line in p.transcript if line.startswith("  - ")]
 
 
+@later_build  # it counts the built apiservers the wizard lists: after the background build
 def test_a_refused_answer_shows_its_whole_reason_and_echoes_break_at_words(state, tmp_path):
+    builds_settled()
     from breakglass import sandbox
     from breakglass.flows import wizard
     from breakglass.present.prompts import fit

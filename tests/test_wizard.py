@@ -14,6 +14,7 @@ from breakglass import sandbox
 from breakglass.flows import planner, wizard
 from breakglass.core.errors import Declined, Interrupted
 from breakglass.present.prompts import ScriptedPrompter
+from tests.real_control_plane import builds_settled, later_build
 from tests.conftest import ROOT
 
 LOG = os.path.join(ROOT, "examples", "logs", "talos-servicecidr-kyverno.log")
@@ -112,8 +113,10 @@ def test_waiting_for_readyz_shows_progress_and_the_failing_hooks():
     assert p.transcript[-1] == f"  {url}/readyz?verbose: ready"
 
 
+@later_build  # it counts the built apiservers the wizard lists: after the background build
 def test_the_real_wizard_in_a_pseudo_terminal(state):
     """questionary on a real pty: diagnosis, the options, the typed confirmation, the revert."""
+    builds_settled()
     import pexpect
     env = {**os.environ, "BREAKGLASS_STATE_DIR": state, "TERM": "xterm", "COLUMNS": "200", "LINES": "50"}
     child = pexpect.spawn(sys.executable, ["-m", "breakglass", "wizard"], cwd=ROOT, env=env, timeout=60,
