@@ -40,8 +40,6 @@ import time
 
 import yaml
 
-from breakglass.sandbox import builds
-
 DIR = os.environ.get("FAKE_TALOS_DIR", "")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -92,6 +90,10 @@ def _vt(v):
 
 def machinery_builds():
     """The talos-machinery versions go/versions lists, oldest first."""
+    if ROOT not in sys.path:  # run as a script by any python3 (the talosctl on PATH): breakglass is this checkout
+        sys.path.insert(0, ROOT)
+    from breakglass.sandbox import builds  # noqa: PLC0415
+
     out = builds.versions("talos-machinery")
     return sorted(out, key=_vt)
 

@@ -34,6 +34,11 @@ from breakglass.cli._base import (
     SshKeyOpt,
     SshPortOpt,
     SshUserOpt,
+    _talos,
+    TalosconfigOpt,
+    TalosContextOpt,
+    TalosctlOpt,
+    TalosEndpointsOpt,
     TargetOpt,
     TimeoutOpt,
     VerboseOpt,
@@ -156,6 +161,13 @@ def audit(
         help="Also audit the manifest-based webhooks of this kubeadm control-plane node, found over SSH from what "
              "its kube-apiserver obeys (its static-pod manifest's --admission-control-config-file, that file's "
              "staticManifestsDir). Repeatable.", show_default=False)] = None,
+    static_manifests_via_talos: Annotated[Optional[list[str]], typer.Option(
+        "--static-manifests-via-talos", metavar="NODE",
+        help="Also audit the manifest-based webhooks of this Talos control-plane node, found through talosctl from "
+             "its machine config (admissionControl's staticManifestsDir, on the host by its extraVolumes). "
+             "Repeatable.", show_default=False)] = None,
+    talosconfig: TalosconfigOpt = None, talos_context: TalosContextOpt = None,
+    talos_endpoints: TalosEndpointsOpt = None, talosctl: TalosctlOpt = "talosctl",
     apiserver_manifest: Annotated[str, typer.Option(
         "--apiserver-manifest", help="With --static-manifests-via-ssh: the kube-apiserver static-pod manifest on "
                                      "the node.")] = "/etc/kubernetes/manifests/kube-apiserver.yaml",
@@ -188,6 +200,8 @@ def audit(
       breakglass audit --static-manifests /etc/kubernetes/webhooks    # on the node
 
       breakglass audit --static-manifests-via-ssh cp1 --static-manifests-via-ssh cp2
+
+      breakglass audit --static-manifests-via-talos 10.5.0.2
     """
     plain = Output.json if output is AuditOutput.json else Output.text  # how errors are printed
 
@@ -223,6 +237,12 @@ def audit(
                     statics.append(node_static_manifests.read(node, apiserver_manifest))
                 finally:
                     node.close()
+        if static_manifests_via_talos:
+            from breakglass.flows import talos_static_manifests  # noqa: PLC0415
+
+            talos = _talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout)
+            for node_name in static_manifests_via_talos:
+                statics.append(talos_static_manifests.read(talos, node_name))
         if statics and not (file or kubeconfig_ or etcd_endpoints or etcd_via_ssh):
             inv = statics.pop(0)  # only the node's files
         else:

@@ -41,7 +41,13 @@ def manifest_dirs(args: list[str], read: Callable[[str], bytes]) -> list[str]:
     path = config_file(args)
     if not path:
         return []
-    doc = _yaml(read(path), path)
+    return plugin_dirs(_yaml(read(path), path), path, read)
+
+
+def plugin_dirs(doc, path: str, read: Callable[[str], bytes]) -> list[str]:
+    """The staticManifestsDir of each webhook plugin of an AdmissionConfiguration ``doc`` (read from ``path``; a
+    plugin's ``path:`` is relative to it), in order. Talos' ``cluster.apiServer.admissionControl`` is the same
+    list of plugins, which Talos writes into the AdmissionConfiguration it gives the apiserver."""
     dirs: list[str] = []
     for plugin in (doc.get("plugins") if isinstance(doc, dict) else None) or []:
         if not isinstance(plugin, dict) or plugin.get("name") not in WEBHOOK_PLUGINS:
