@@ -384,6 +384,34 @@ def test_lease_starvation_end_to_end(real, tmp_path):
                ok=(200, 404))
 
 
+def test_node_updates_blocked_end_to_end(real, tmp_path):
+    """A fail-closed webhook on Node updates whose Service has no endpoints: the CNI's annotation of its Node
+    (flannel's PATCH, before any pod on that node gets an address, the webhook's own included) is refused."""
+    c = real.client
+    c.must("POST", "/api/v1/nodes", {"metadata": {"name": "worker-2"}}, ok=(201, 409))
+    _service(c, "policy", "node-webhook")
+    run = Run(real, tmp_path)
+    cfg = _vwc("node-guard", "nodes.policy.example.com", "policy/node-webhook",
+               [{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["nodes"]}])
+    _create(c, cfg)
+    try:
+        status, out = c.call("PATCH", "/api/v1/nodes/worker-2",
+                             {"metadata": {"annotations": {"flannel.alpha.coreos.com/public-ip": "10.0.0.12"}}},
+                             content_type="application/strategic-merge-patch+json")
+        assert status == 500 and "nodes.policy.example.com" in out["message"], out
+        log, audit_log = run.files("nodes.policy.example.com")
+        assert _state(_diagnose(audit_log))[:2] == ("deadlock-likely", "node-lease")
+        d = _diagnose(audit_log, "--kubeconfig", run.kubeconfig())
+        assert _state(d) == ("deadlocked", "node-lease", "proven"), d["verdict"]
+        p = run_cli("audit", "--kubeconfig", run.kubeconfig(), "-o", "json")
+        found = {(f["rule"], f["severity"]) for f in json.loads(p.stdout)["result"]["findings"]}
+        # high, not critical: the kubelet's own heartbeat (the Lease, nodes/status) is not behind it
+        assert ("recovery-intercept", "high") in found, found
+    finally:
+        c.must("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/node-guard",
+               ok=(200, 404))
+
+
 def test_a_webhook_on_user_namespaces_only_is_degraded_not_a_deadlock(real, tmp_path):
     c = real.client
     _service(c, "guard", "guard-svc")
