@@ -50,7 +50,9 @@ def _background_build() -> int | None:
     try:
         with open(os.path.join(ROOT, "build", "later.pid"), encoding="utf-8") as f:
             pid = int(f.read().strip())
-        os.kill(pid, 0)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:  # alive, and still ours (a stale file's pid may be reused)
+            if b"gobuild" not in f.read():
+                return None
     except (OSError, ValueError):
         return None
     return pid
