@@ -102,7 +102,12 @@ def test_match_conditions_excluding_the_apiserver_clear_bootstrap_but_not_recove
     assert set(f.kinds) == {"Node", "Lease", "Endpoints", "EndpointSlice", "Pod", "ReplicaSet", "Secret",
                             "CertificateSigningRequest", "CSINode", "CustomResourceDefinition",
                             # issue 36: kube-system's workloads and controllers' identities
-                            "DaemonSet", "Deployment", "ServiceAccount", "ControllerRevision"}
+                            "DaemonSet", "Deployment", "ServiceAccount", "ControllerRevision",
+                            # the kubelets' and aggregated apiservers' delegated auth (webhooks skip them from 1.37)
+                            "TokenReview", "SubjectAccessReview"}
+    rep = audit.audit([_cfg(matchConditions=cond)], target_version="1.37")
+    [f] = [f for f in rep.findings if f.rule == "recovery-intercept"]
+    assert "TokenReview" not in f.kinds and "SubjectAccessReview" not in f.kinds
     assert f.severity == "critical"  # the kubelet's Lease in kube-node-lease
 
 

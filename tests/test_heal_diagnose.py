@@ -412,6 +412,35 @@ def test_node_updates_blocked_end_to_end(real, tmp_path):
                ok=(200, 404))
 
 
+def test_auth_reviews_go_to_webhooks_until_1_36_and_audit_says_so_per_version(real, tmp_path):
+    """The model's delegated-auth writes (TokenReview, SubjectAccessReview: what the kubelet and every aggregated
+    apiserver create per request) reach a fail-closed webhook on the versions the model says (until 1.36) and not
+    after (1.37: ExcludeAdmissionWebhookVirtualResources), on the real apiserver; audit --target-version agrees."""
+    c = real.client
+    _service(c, "policy", "review-webhook")
+    cfg = _vwc("review-guard", "reviews.policy.example.com", "policy/review-webhook",
+               [{"operations": ["CREATE"], "apiGroups": ["authentication.k8s.io", "authorization.k8s.io"],
+                 "apiVersions": ["v1"], "resources": ["tokenreviews", "subjectaccessreviews"]}])
+    _create(c, cfg)
+    minor = tuple(int(x) for x in real.version_text.split(".")[:2])
+    try:
+        status, out = c.call("POST", "/apis/authentication.k8s.io/v1/tokenreviews",
+                             {"spec": {"token": "not-a-token"}})
+        called = status == 500 and "reviews.policy.example.com" in out.get("message", "")
+        assert called is heal.BY_ID["delegated-tokenreview"].applies(minor), (real.version_text, status, out)
+        assert called or status == 201, (status, out)
+        status, out = c.call("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                             {"spec": {"user": "alice", "resourceAttributes": {"verb": "get", "resource": "pods"}}})
+        assert (status == 500) is heal.BY_ID["delegated-subjectaccessreview"].applies(minor), (status, out)
+        p = run_cli("audit", "--kubeconfig", real.kubeconfig(str(tmp_path / "kc")), "--target-version",
+                    real.version_text.rsplit(".", 1)[0], "-o", "json")
+        kinds = {k for f in json.loads(p.stdout)["result"]["findings"] for k in f.get("kinds") or []}
+        assert ("TokenReview" in kinds) is called, kinds
+    finally:
+        c.must("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/review-guard",
+               ok=(200, 404))
+
+
 def test_a_webhook_on_user_namespaces_only_is_degraded_not_a_deadlock(real, tmp_path):
     c = real.client
     _service(c, "guard", "guard-svc")

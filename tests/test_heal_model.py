@@ -63,7 +63,7 @@ def test_a_wildcard_fail_closed_webhook_is_called_for_the_write_where_it_lands(w
                                                                     "apiVersions": ["*"], "resources": ["*/*"]}],
                                 "clientConfig": {"service": {"namespace": "guard", "name": "svc"}}}]},
                            "t").webhooks[0]
-    [hit] = [h for h in intercept.webhook_hits(hook, heal.NEWEST) if h.write is w]
+    [hit] = [h for h in intercept.webhook_hits(hook, w.until or heal.NEWEST) if h.write is w]
     assert hit.namespaces == w.where("guard")
     assert ("guard" in hit.namespaces) is (heal.BACKEND in w.namespaces)
 

@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from breakglass.heal import bootstrap
 
 BACKEND = "<backend>"  # the webhook's own Service's namespace
-OLDEST, NEWEST = (1, 28), (1, 35)  # the minors breakglass supports (the model's claims are checked for these)
+OLDEST, NEWEST = (1, 28), (1, 37)  # the minors breakglass supports (the model's claims are checked for these)
 SEVERITIES = ("info", "low", "medium", "high", "critical")
 
 APISERVER, KUBELET, SCHEDULER, KCM = "kube-apiserver", "kubelet", "kube-scheduler", "kube-controller-manager"
 ADDONS, BACKEND_ACTOR, OPERATORS, KUBEADM = ("kube-system add-ons (CNI, kube-proxy, DNS)", "the webhook's backend",
                                             "operators and CNIs", "kubeadm")
+DELEGATED = "kubelets and aggregated apiservers (delegated authentication and authorization)"
 # the user each actor writes as, for matchConditions and for reading audit events
 USERS = {APISERVER: "system:apiserver", KUBELET: "system:node:<node>", SCHEDULER: "system:kube-scheduler",
          KCM: "system:kube-controller-manager or system:serviceaccount:kube-system:<controller>"}
@@ -298,6 +299,19 @@ WRITES: tuple[Write, ...] = (
     Write("kubeadm-bootstrap-token", KUBEADM, "Secret", "", "secrets", "", ("CREATE",), ("kube-system",),
           "bootstrap tokens (kube-system/bootstrap-token-*) cannot be made: no node can join", "medium",
           "cmd/kubeadm/app/phases/bootstraptoken/node/token.go", every_start=False),
+    # -- delegated authentication and authorization: the reviews the kubelet (webhook authn/authz, kubeadm's default)
+    # and every aggregated apiserver (metrics-server, ...) create to serve a request. Not persisted, but they go
+    # through admission until 1.36; from 1.37 (ExcludeAdmissionWebhookVirtualResources, beta, on by default) no
+    # webhook is called for them (pkg/kubeapiserver/admission/exclusion/resources.go, generic/webhook.go Dispatch).
+    Write("delegated-tokenreview", DELEGATED, "TokenReview", "authentication.k8s.io", "tokenreviews", "", ("CREATE",),
+          (), "the kubelet's API (kubectl logs, exec, port-forward) and every aggregated API (metrics-server: HPA, "
+          "kubectl top) refuse every caller; discovery of the aggregated APIs fails, which stalls namespace deletion "
+          "and garbage collection", "high",
+          "staging/src/k8s.io/apiserver/pkg/authentication/authenticatorfactory/delegating.go", until=(1, 36)),
+    Write("delegated-subjectaccessreview", DELEGATED, "SubjectAccessReview", "authorization.k8s.io",
+          "subjectaccessreviews", "", ("CREATE",), (), "the kubelet's API and every aggregated API cannot authorize a "
+          "request: kubectl logs and exec, metrics, and the aggregated APIs' discovery fail", "high",
+          "staging/src/k8s.io/apiserver/pkg/authorization/authorizerfactory/delegating.go", until=(1, 36)),
     # -- CRD conversion: not admission; a conversion webhook that is down fails reads and writes of the CR ---------
     Write("crd-conversion", OPERATORS, "custom resource", "*", "*", "", ("READ", "WRITE"), (BACKEND,),
           "every read and write of a non-storage version fails; an operator that lists its own resources to "
