@@ -33,7 +33,7 @@ kube-apiserver:
 test: $(STAMP) system-deps
 	bash scripts/gobuild.sh --if-go --now
 	bash scripts/gobuild.sh --if-go --later-in-background
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30  # the slowest, printed at the end: where CI's 90 minutes go
 
 bench: $(STAMP) bundle
 	$(PY) bench/startup.py
