@@ -108,6 +108,7 @@ def test_every_signature_contains_an_anchor():
         "boot-11": "unable to initialize client CA configmap: x",
         "boot-12": "failed to ensure lease exists, will retry in 7s",
         "unhealthy": "static Pod hash for component kube-apiserver on Node cp1 did not change after 5m0s",
+        "started": "Version: v1.37.2",
     }
     assert set(samples) == set(PATTERNS)
     from breakglass.diagnose.signatures import record_gate
