@@ -85,6 +85,14 @@ def require(binary: str) -> None:
     pytest.skip(why)
 
 
+def wait_for(predicate, seconds: float = 60) -> None:
+    """Poll ``predicate`` every 0.25 s until it holds; fail the test when ``seconds`` pass first."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.25)
+
+
 def binary_for(version_prefix: str) -> tuple[str, str]:
     """The newest built version whose number starts with ``version_prefix`` ("1.34", "1.32")."""
     matches = [(v, b) for v, b in APISERVERS if v.startswith(version_prefix + ".")]

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from breakglass.sandbox import scenarios
-from tests.real_control_plane import binary_for, later_build, real_sandbox, versions_params  # noqa: F401 - the fixture
+from tests.real_control_plane import binary_for, later_build, real_sandbox, versions_params, wait_for  # noqa: F401 - the fixture
 
 KEY = f"/registry/validatingwebhookconfigurations/{scenarios.KYVERNO_NAME}"
 HOOK = "poststarthook/start-kubernetes-service-cidr-controller"
@@ -90,21 +90,12 @@ def test_each_remedy_makes_the_real_apiserver_ready_and_revert_restores_the_exac
     if method == "etcd":
         assert sb.etcd_value(KEY) == before_value  # byte for byte, as kube-apiserver stored it
     if method == "kubeadm":  # the kubelet stand-in restarts the apiserver without the flag
-        _wait_for(lambda: "--disable-admission-plugins" not in " ".join(sb.kubelet()["argv"]))
+        wait_for(lambda: "--disable-admission-plugins" not in " ".join(sb.kubelet()["argv"]))
     # the restored webhook is live again and the backend answers it; the bootstrap objects now exist
     sb.wait(ready=True)
     after_spec = sb.client().must("GET", f"{scenarios.VWC_PATH}/{scenarios.KYVERNO_NAME}")["webhooks"]
     assert after_spec == before_spec  # failurePolicy Fail again, everything else as it was
     _heal_and_check(sb)
-
-
-def _wait_for(predicate, seconds: float = 60) -> None:
-    import time
-
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.25)
 
 
 def test_on_1_32_the_webhook_does_not_deadlock_audit_predicts_1_34_and_the_upgrade_does(real_sandbox):
@@ -153,7 +144,7 @@ def test_1_35_to_1_37_with_the_webhook_down_deadlocks_on_the_roles_1_37_adds_and
         with open(sb.api["log"], "rb") as f:
             return b"unable to reconcile clusterrolebinding" in f.read()
 
-    _wait_for(_logged_roles)
+    wait_for(_logged_roles)
     p = sb.cli("diagnose", sb.api["log"], "-o", "json")
     assert p.returncode == 3, p.stderr.decode()
     result = _json(p)["result"]
@@ -456,7 +447,7 @@ def test_talos_config_file_makes_the_real_apiserver_ready_and_revert_is_byte_ide
         after = open(cfg, "rb").read().decode().splitlines()
         added = [ln for ln in after if ln not in before.decode().splitlines()]
         assert added == ["extraArgs:", "    disable-admission-plugins: ValidatingAdmissionWebhook,MutatingAdmissionWebhook"]
-        _wait_for(lambda: json.loads(run_cli("sandbox", "status", "--dir", d, "-o", "json").stdout)[
+        wait_for(lambda: json.loads(run_cli("sandbox", "status", "--dir", d, "-o", "json").stdout)[
             "result"]["apiserver"]["ready"], 120)
         assert run_cli("sandbox", "backend", "start", "--dir", d).returncode == 0
         p = run_cli("revert", "--yes", "-o", "json", env=env)

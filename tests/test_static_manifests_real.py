@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import run_cli
-from tests.real_control_plane import binary_for, later_build
+from tests.real_control_plane import binary_for, later_build, wait_for
 
 NAME = "guard.static.k8s.io"
 HOOK = "deny.guard.example.com"
@@ -79,13 +79,6 @@ def _configmap(server, name: str) -> tuple[int, dict]:
     return server.client.call("POST", "/api/v1/namespaces/team-a/configmaps", {"metadata": {"name": name}})
 
 
-def _until(test, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not test():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.5)
-
-
 def test_the_static_webhook_is_called_but_neither_served_nor_in_etcd(static):
     status, out = _configmap(static, "refused")
     assert status == 500 and HOOK in out.get("message", ""), (status, out)
@@ -133,11 +126,11 @@ def test_an_edit_of_the_file_is_picked_up_without_a_restart(static):
     tmp.write_text(yaml.safe_dump(doc))
     os.replace(tmp, path)  # as breakglass writes files: whole, by rename
     try:
-        _until(lambda: _configmap(static, f"admitted-{time.monotonic_ns()}")[0] == 201, 90)
+        wait_for(lambda: _configmap(static, f"admitted-{time.monotonic_ns()}")[0] == 201, 90)
     finally:
         tmp.write_text(before)
         os.replace(tmp, path)
-    _until(lambda: _configmap(static, f"refused-{time.monotonic_ns()}")[0] == 500, 90)
+    wait_for(lambda: _configmap(static, f"refused-{time.monotonic_ns()}")[0] == 500, 90)
 
 
 def test_the_admission_plugin_flag_turns_the_static_webhook_off(static):
