@@ -79,7 +79,9 @@ def test_servicecidr_only_from_1_33():
     assert "bootstrap-intercept" not in {f.rule for f in audit.audit([cfg], "1.32").findings}
     rep = audit.audit([cfg], "1.33")
     [f] = [f for f in rep.findings if f.rule == "bootstrap-intercept"]
-    assert f.severity == "critical" and set(f.kinds) == {"ServiceCIDR", "IPAddress"}
+    # the finding lists every model write the webhook blocks (its fix covers them all): kube-system's NetworkPolicies
+    # too, from Gardener's table
+    assert f.severity == "critical" and set(f.kinds) == {"ServiceCIDR", "IPAddress", "NetworkPolicy"}
     assert "new at start from Kubernetes 1.33" in f.explanation
 
 
@@ -104,7 +106,9 @@ def test_match_conditions_excluding_the_apiserver_clear_bootstrap_but_not_recove
                             # issue 36: kube-system's workloads and controllers' identities
                             "DaemonSet", "Deployment", "ServiceAccount", "ControllerRevision",
                             # the kubelets' and aggregated apiservers' delegated auth (webhooks skip them from 1.37)
-                            "TokenReview", "SubjectAccessReview"}
+                            "TokenReview", "SubjectAccessReview",
+                            # Gardener's table: kube-system's NetworkPolicies
+                            "NetworkPolicy"}
     rep = audit.audit([_cfg(matchConditions=cond)], target_version="1.37")
     [f] = [f for f in rep.findings if f.rule == "recovery-intercept"]
     assert "TokenReview" not in f.kinds and "SubjectAccessReview" not in f.kinds

@@ -23,13 +23,9 @@ REMOVED = {("apps", "v1beta1"), ("apps", "v1beta2"), ("extensions", "v1beta1"), 
            ("apiregistration.k8s.io", "v1beta1"), ("scheduling.k8s.io", "v1alpha1"), ("scheduling.k8s.io", "v1beta1")}
 # served, but nothing on the way back to a working cluster writes them (see the README's audit section)
 NOT_A_RISK = {
-    ("", "services/status"): "only a LoadBalancer Service's status is written (the cloud's service controller); "
-                             "kube-system's and default's Services are ClusterIP",
     ("", "namespaces/status"): "written by the namespace controller while a namespace is deleted; Gardener's own "
                                "resource manager labels kube-system",
     ("apps", "replicasets/scale"): "only a HorizontalPodAutoscaler that targets a ReplicaSet writes it",
-    ("networking.k8s.io", "networkpolicies"): "nothing in Kubernetes writes NetworkPolicies; Gardener's own "
-                                              "components update kube-system's",
 }
 
 

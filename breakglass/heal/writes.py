@@ -30,6 +30,7 @@ APISERVER, KUBELET, SCHEDULER, KCM = "kube-apiserver", "kubelet", "kube-schedule
 ADDONS, BACKEND_ACTOR, OPERATORS, KUBEADM = ("kube-system add-ons (CNI, kube-proxy, DNS)", "the webhook's backend",
                                             "operators and CNIs", "kubeadm")
 DELEGATED = "kubelets and aggregated apiservers (delegated authentication and authorization)"
+CCM = "cloud-controller-manager"
 # the user each actor writes as, for matchConditions and for reading audit events
 USERS = {APISERVER: "system:apiserver", KUBELET: "system:node:<node>", SCHEDULER: "system:kube-scheduler",
          KCM: "system:kube-controller-manager or system:serviceaccount:kube-system:<controller>"}
@@ -274,6 +275,11 @@ WRITES: tuple[Write, ...] = (
     Write("kcm-replicaset-scale", KCM, "ReplicaSet", "apps", "replicasets", "scale", ("UPDATE",),
           ("kube-system", BACKEND), "a HorizontalPodAutoscaler on a ReplicaSet cannot scale it", "low",
           "pkg/controller/podautoscaler/horizontal.go"),
+    Write("ccm-service-status", CCM, "Service", "", "services", "status", ("UPDATE",), ("kube-system", BACKEND),
+          "a LoadBalancer Service's address is never written back: what the cluster reaches through a cloud load "
+          "balancer in kube-system (Gardener's vpn-shoot tunnel, an ingress controller, a webhook's own backend "
+          "exposed that way) has no address, and the service controller retries forever", "medium",
+          "staging/src/k8s.io/cloud-provider/controllers/service/controller.go (patchStatus)"),
     # -- add-ons that must come back first ---------------------------------------------------------------------------
     Write("cni-node-annotate", ADDONS, "Node", "", "nodes", "", ("UPDATE",), (),
           "the CNI agent cannot annotate its Node (Calico, Flannel, Canal): no pod network on that node",
@@ -295,6 +301,12 @@ WRITES: tuple[Write, ...] = (
           "for joining control-plane nodes), add-ons' rotated keys and certificates (CNI, CSI), and the token "
           "cleaner's removal of expired bootstrap tokens", "medium",
           "cmd/kubeadm/app/phases/copycerts/copycerts.go; pkg/controller/bootstrap/tokencleaner.go",
+          every_start=False),
+    Write("addon-network-policies", ADDONS, "NetworkPolicy", "networking.k8s.io", "networkpolicies", "", _CU,
+          ("kube-system",), "the NetworkPolicies shipped with kube-system components (Gardener's resource manager, "
+          "add-on charts under a default-deny) cannot be added or changed: a new or upgraded component's traffic "
+          "stays blocked by the old policy", "medium",
+          "not in kubernetes/kubernetes: gardener pkg/resourcemanager; add-on charts' networkpolicy.yaml",
           every_start=False),
     Write("kubeadm-bootstrap-token", KUBEADM, "Secret", "", "secrets", "", ("CREATE",), ("kube-system",),
           "bootstrap tokens (kube-system/bootstrap-token-*) cannot be made: no node can join", "medium",
