@@ -150,7 +150,7 @@ def test_kubectl_plugin_and_krew_manifest(bundle, clean_python, tmp_path):
     p = subprocess.run([str(bin_dir / "kubectl_complete-breakglass"), "recover", "--method", ""], env=env,
                        capture_output=True, text=True, timeout=300)
     # the registry's rank order
-    assert p.stdout.splitlines() == ["kubeapi", "talos", "kubeadm", "k3s", "rke2", "etcd", ":4"], p.stderr[-2000:]
+    assert p.stdout.splitlines() == ["kubeapi", "static-manifests", "talos", "kubeadm", "k3s", "rke2", "etcd", ":4"], p.stderr[-2000:]
 
     dist = bundle.parent
     tgz = dist / "kubectl-breakglass.tar.gz"

@@ -89,7 +89,7 @@ def test_recover_help_lists_the_ways_in_rank_order_with_their_cost():
             rows.append(ln.split(None, 1))
         elif ln.strip():
             rows[-1][1] += " " + ln.strip()
-    assert [r[0] for r in rows] == RANKED == ["kubeapi", "talos", "kubeadm", "k3s", "rke2", "etcd"]
+    assert [r[0] for r in rows] == RANKED == ["kubeapi", "static-manifests", "talos", "kubeadm", "k3s", "rke2", "etcd"]
     for name, cost in rows:
         assert cost.strip() == registry.get(name).cost
 

@@ -67,7 +67,7 @@ def test_kubectl_runs_the_installed_plugin():
 def test_kubectl_plugin_completion_speaks_cobra():
     exe = os.path.join(BIN, "kubectl_complete-breakglass")
     out = subprocess.run([exe, "recover", "--method", ""], capture_output=True, text=True, timeout=60).stdout
-    assert out.splitlines() == ["kubeapi", "talos", "kubeadm", "k3s", "rke2", "etcd", ":4"]  # the registry's rank order
+    assert out.splitlines() == ["kubeapi", "static-manifests", "talos", "kubeadm", "k3s", "rke2", "etcd", ":4"]  # the registry's rank order
     out = subprocess.run([exe, "diagnose", ""], capture_output=True, text=True, timeout=60).stdout
     assert out.splitlines()[-1] == ":0"  # log paths: the shell completes file names
     kubectl = shutil.which("kubectl")

@@ -108,6 +108,7 @@ def test_diagnose_names_it_and_offers_neither_the_api_nor_etcd(static, tmp_path)
     ways = {r["method"]: r for r in result["remedies"]}
     assert ways["kubeapi"]["applicable"] == "no" and ways["etcd"]["applicable"] == "no", ways
     assert ways["kubeadm"]["applicable"] != "no"
+    assert ways["static-manifests"]["applicable"] != "no" and HOOK in ways["static-manifests"]["summary"], ways
 
 
 def test_audit_reads_the_directory_the_apiserver_loads(static):
@@ -147,3 +148,50 @@ def test_the_admission_plugin_flag_turns_the_static_webhook_off(static):
         static.restart()
     status, _ = _configmap(static, "flag-removed")
     assert status == 500
+
+
+def test_recover_static_manifests_sets_ignore_and_revert_puts_the_file_back(static, tmp_path):
+    """The way out for a manifest-based webhook: its file on the node, backed up and journaled; the real apiserver
+    obeys the edit without a restart, and revert puts the bytes back and the webhook refuses again."""
+    path = static.manifests / "guard.yaml"
+    before = path.read_bytes()
+    os.chmod(path, 0o640)
+    state = str(tmp_path / "state")
+    assert _configmap(static, f"refused-{time.monotonic_ns()}")[0] == 500
+    dry = run_cli("recover", "static-manifests", "--static-manifests", str(static.manifests), "--webhook", HOOK,
+                  "--dry-run", "--state-dir", state)
+    assert dry.returncode == 0, dry.stderr.decode()
+    assert b"-  failurePolicy: Fail" in dry.stdout and b"+  failurePolicy: Ignore" in dry.stdout, dry.stdout
+    assert path.read_bytes() == before
+    p = run_cli("recover", "static-manifests", "--static-manifests", str(static.manifests), "--webhook", HOOK,
+                "--yes", "--apiserver", static.url, "--wait-timeout", "60", "--state-dir", state, "-o", "json")
+    assert p.returncode == 0, (p.stdout.decode(), p.stderr.decode())
+    out = json.loads(p.stdout)
+    run_id = out["result"]["run"]
+    assert yaml.safe_load(path.read_text())["webhooks"][0]["failurePolicy"] == "Ignore"
+    assert os.stat(path).st_mode & 0o777 == 0o640  # the file's mode kept
+    wait_for(lambda: _configmap(static, f"admitted-{time.monotonic_ns()}")[0] == 201, 90)
+    backups = os.listdir(os.path.join(state, "runs", run_id, "backups"))
+    assert any(b.endswith("guard.yaml") for b in backups), backups
+    # the guard reads what the revert re-arms from the run's backup of the file: a webhook whose URL answers nothing
+    r = run_cli("revert", run_id, "--state-dir", state, "--yes", "-o", "json")
+    assert r.returncode == 4 and path.read_bytes() != before, (r.stdout.decode(), r.stderr.decode())
+    assert HOOK in r.stdout.decode() + r.stderr.decode()
+    r = run_cli("revert", run_id, "--state-dir", state, "--yes", "--re-arm", "-o", "json")
+    # restored, and said not to be an all-clear: the re-armed webhook's backend cannot answer (exit 8)
+    assert r.returncode == 8, (r.stdout.decode(), r.stderr.decode())
+    res = json.loads(r.stdout)["result"]
+    assert [o["outcome"] for o in res["outcomes"]] == ["restored"], res
+    assert path.read_bytes() == before
+    wait_for(lambda: _configmap(static, f"refused-{time.monotonic_ns()}")[0] == 500, 90)
+
+
+def test_recover_static_manifests_refuses_a_name_not_in_the_directory_and_changes_nothing(static, tmp_path):
+    path = static.manifests / "guard.yaml"
+    before = path.read_bytes()
+    p = run_cli("recover", "static-manifests", "--static-manifests", str(static.manifests), "--webhook",
+                "validate.kyverno.svc-fail", "--yes", "--state-dir", str(tmp_path / "s"))
+    assert p.returncode == 2, p.stderr.decode()
+    err = p.stderr.decode()
+    assert "no manifest-based webhook named validate.kyverno.svc-fail" in err and HOOK in err, err
+    assert "Traceback" not in err and path.read_bytes() == before

@@ -393,6 +393,45 @@ def run_kubeadm(o: Options) -> int:
                       {"hosts": hosts or ["localhost"], "plugins": wanted}, hosts, watch=watch)
 
 
+def validate_static(o: Options) -> None:
+    if not _split(o.ssh) and not o.static_manifests:
+        raise BadInput("`breakglass recover static-manifests` needs --ssh HOSTS, or --static-manifests DIR on the "
+                       "node itself")
+    if _split(o.ssh):
+        from breakglass.access.ssh import remote_path  # noqa: PLC0415
+
+        remote_path(o.manifest_path, "--manifest-path")
+        remote_path(o.node_backup_dir, "--node-backup-dir")
+        if o.static_manifests:
+            remote_path(o.static_manifests, "--static-manifests")
+    elif not os.path.isdir(o.static_manifests):
+        raise BadInput(f"--static-manifests {o.static_manifests}: no such directory here")
+
+
+def run_static(o: Options) -> int:
+    """Sets failurePolicy Ignore on the named manifest-based webhooks (configurations NAME.static.k8s.io, 1.36+) in
+    the files of kube-apiserver's staticManifestsDir on each node, over SSH (--ssh HOSTS) or here on the node
+    (--static-manifests DIR); each file backed up first and written atomically. The apiserver reloads the
+    directory by itself: no restart. Then waits for /readyz."""
+    from breakglass.flows import recovery, scripted  # noqa: PLC0415
+
+    names = (_split(o.webhook) + _split(o.webhook_config)
+             or [t.split(":", 1)[-1].split("/")[-1] for t in scripted.targets_from_diagnosis(o.diagnosis)])
+    if not _split(o.ssh):
+        from breakglass.access.local import LocalNode  # noqa: PLC0415
+
+        nodes, hosts, dirs = {"localhost": LocalNode()}, [], [os.path.abspath(o.static_manifests)]
+    else:
+        hosts = _split(o.ssh)
+        nodes, dirs = _ssh_nodes(hosts, o.ssh_options()), [o.static_manifests] if o.static_manifests else []
+    remedy, steps = recovery.plan_static(nodes, names, dirs, o.manifest_path, local=not hosts,
+                                         backup_dir=o.node_backup_dir)
+    _notes(remedy)
+    return _carry_out(o, remedy, steps, f"Edit {len(steps)} file(s)? Those webhooks admit everything they cannot "
+                                        f"reach until you revert.",
+                      {"hosts": hosts or ["localhost"], "webhooks": names}, hosts)
+
+
 def validate_k3s(o: Options) -> None:
     if len(o.config_file or []) > 1:
         raise BadInput(f"`breakglass recover {o.way}` edits one config file (its drop-ins come with it)")
@@ -468,7 +507,8 @@ def run_etcd(o: Options) -> int:
 
 
 # way -> (validate, run); rke2 is k3s' body with RKE2's paths and service
-BODIES = {"kubeapi": (None, run_kubeapi), "talos": (None, run_talos), "kubeadm": (validate_kubeadm, run_kubeadm),
+BODIES = {"kubeapi": (None, run_kubeapi), "static-manifests": (validate_static, run_static),
+          "talos": (None, run_talos), "kubeadm": (validate_kubeadm, run_kubeadm),
           "k3s": (validate_k3s, run_k3s), "rke2": (validate_k3s, run_k3s), "etcd": (None, run_etcd)}
 
 

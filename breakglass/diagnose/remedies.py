@@ -164,8 +164,9 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
     static = bool(named) and all(t["configuration"].endswith(STATIC_SUFFIX) for t in named)
     static_note = (" Not for a manifest-based configuration (" + ", ".join(t["configuration"] for t in named) +
                    "): it is a file in kube-apiserver's staticManifestsDir on every control-plane node, neither "
-                   "served by the API nor kept in etcd; edit or move that file on each node (the apiserver reloads "
-                   "the directory), or use the admission-plugin flag." if static else "")
+                   "served by the API nor kept in etcd: `breakglass recover static-manifests` sets it to Ignore in "
+                   "that file on each node (the apiserver reloads the directory), or use the admission-plugin flag."
+                   if static else "")
     opts.append(RemedyOption(
         method="kubeapi", order=1,
         applicable="no" if fatal or static else ("maybe" if stuck else "yes"),
@@ -180,6 +181,18 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
         tradeoff="Least invasive and audited; an operator (Kyverno, Gatekeeper) may recreate the configuration.",
         targets=targets, manual=kube_manual))
 
+    if static:
+        hooks = sorted({t["webhook"] for t in named if t.get("webhook")})
+        opts.append(RemedyOption(
+            method="static-manifests", order=1, applicable="yes" if stuck else "maybe",
+            summary="Set failurePolicy Ignore on " + (", ".join(hooks) or "the webhook") + " in its file in "
+                    "kube-apiserver's staticManifestsDir on every control-plane node (1.36+: manifest-based "
+                    "configurations are files there, neither in the API nor in etcd); the apiserver reloads the "
+                    "directory, no restart.",
+            tradeoff="Only the named webhooks stop refusing; every other webhook keeps enforcing.",
+            targets=named,
+            manual=[f"breakglass recover static-manifests --ssh <every control-plane node> --webhook "
+                    f"{shlex.quote(h)} --dry-run" for h in hooks or ["<webhook>"]]))
     talos_patch = ('{"cluster":{"apiServer":{"extraArgs":{"disable-admission-plugins":"%s"}}}}' % flag)
     opts.append(RemedyOption(
         method="talos", order=2, applicable="yes" if stuck else "maybe",

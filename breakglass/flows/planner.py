@@ -133,12 +133,14 @@ def order_for(family: str | None) -> tuple[str, ...]:
 
 
 def options(probes: dict[str, Probe], have_targets: bool = True, family: str | None = None,
-            distros: dict | None = None) -> list[Option]:
+            distros: dict | None = None, static: bool = False) -> list[Option]:
     """The ways out, in the order the deadlock family calls for, each available or not with the reason (a way
     that cannot work for the family, such as the admission flag for a conversion webhook, unavailable, with why).
     ``probes`` holds what answered, files on this machine included (``Access.local_probes``)."""
     out = []
-    for v in registry.assess_all(probes, family, distros, have_targets):
+    for v in registry.assess_all(probes, family, distros, have_targets, static):
+        if v.way.static_only and not static:
+            continue  # only for manifest-based culprits (files on the nodes): not a choice for any other
         tradeoff = (v.variant.tradeoff if v.variant else "") or v.way.tradeoff
         out.append(Option(v.way.name, v.usable, v.way.summary, tradeoff, v.reason,
                           v.variant.name if v.variant else "", v.variant.label if v.variant else ""))

@@ -198,6 +198,14 @@ def plan_kubeadm(nodes: dict, manifest: str, plugins: list[str], verify_timeout:
     return remedy, remedy.plan()
 
 
+def plan_static(nodes: dict, names: list[str], dirs: list[str], kubeadm_manifest: str, local: bool = False,
+                backup_dir: str | None = None):
+    from breakglass.ways.static_webhooks import NODE_BACKUP_DIR, StaticWebhooks  # noqa: PLC0415
+
+    remedy = StaticWebhooks(nodes, names, dirs, kubeadm_manifest, local, backup_dir or NODE_BACKUP_DIR)
+    return remedy, remedy.plan()
+
+
 def plan_k3s(distro: str, nodes: dict, config: str | None, dropin_dir: str | None, plugins: list[str],
              verify_timeout: float, local: bool = False, backup_dir: str | None = None):
     from breakglass.ways.k3s_flags import K3sFlags  # noqa: PLC0415
@@ -239,28 +247,21 @@ def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=
         from breakglass.ways.kubeadm_flags import KubeadmFlags  # noqa: PLC0415
 
         t = state.target
-        if t.get("local"):
-            from breakglass.access.local import LocalNode  # noqa: PLC0415
-
-            nodes = {"localhost": LocalNode()}
-        else:
-            from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
-
-            nodes = {h: Node(h, ssh or SshOptions()) for h in t.get("hosts") or []}
+        nodes = _run_nodes(t, ssh)
         return KubeadmFlags(nodes, t.get("manifest"), t.get("plugins") or [], 0, bool(t.get("local")),
                             t.get("backup_dir") or "/etc/kubernetes/breakglass-backup")
+    if state.method == "static-manifests":
+        from breakglass.ways.static_webhooks import KUBEADM_MANIFEST, NODE_BACKUP_DIR, StaticWebhooks  # noqa: PLC0415
+
+        t = state.target
+        return StaticWebhooks(_run_nodes(t, ssh), list(t.get("webhooks") or []), list(t.get("dirs") or []),
+                              t.get("manifest") or KUBEADM_MANIFEST, bool(t.get("local")),
+                              t.get("backup_dir") or NODE_BACKUP_DIR)
     if state.method in ("k3s", "rke2"):
         from breakglass.ways.k3s_flags import K3sFlags  # noqa: PLC0415
 
         t = state.target
-        if t.get("local"):
-            from breakglass.access.local import LocalNode  # noqa: PLC0415
-
-            nodes = {"localhost": LocalNode()}
-        else:
-            from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
-
-            nodes = {h: Node(h, ssh or SshOptions()) for h in t.get("hosts") or []}
+        nodes = _run_nodes(t, ssh)
         return K3sFlags(state.method, nodes, t.get("config"), t.get("dropin_dir"), t.get("plugins") or [], 0,
                         restart=bool(t.get("restart")), local=bool(t.get("local")), backup_dir=t.get("backup_dir"))
     if state.method == "talos":
@@ -286,6 +287,17 @@ def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=
             etcd = EtcdTarget(etcd.settings, prefix)
         return EtcdDelete(etcd.connect(), prefix=prefix)
     raise BadInput(f"run {state.run}: method {state.method!r} cannot be reverted by this version")
+
+
+def _run_nodes(target: dict, ssh=None) -> dict:
+    """The nodes a run edited: this machine, or its hosts over SSH with today's SSH options."""
+    if target.get("local"):
+        from breakglass.access.local import LocalNode  # noqa: PLC0415
+
+        return {"localhost": LocalNode()}
+    from breakglass.access.ssh import Node, SshOptions  # noqa: PLC0415
+
+    return {h: Node(h, ssh or SshOptions()) for h in target.get("hosts") or []}
 
 
 def _run_etcd_target(state: driver.RunState, ssh=None) -> EtcdTarget:
@@ -368,7 +380,7 @@ def _guard_reading(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, 
     # turns every fail-closed webhook back on) say; the Services the diagnosis named only where neither can
     cluster = None
     unread: list = []  # backed-up steps whose object could not be read (etcd, kubeapi)
-    if st.method in ("etcd", "kubeapi"):
+    if st.method in ("etcd", "kubeapi", "static-manifests"):  # what the revert puts back is in the run's backups
         hooks = revert_guard.hooks_from_backups(run, st, unread)
         read = True
     else:
@@ -381,7 +393,7 @@ def _guard_reading(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, 
         verdict.blind = True
         verdict.unchecked = ("nothing to read the cluster's webhooks through: " + found.describe_miss()
                              + "; give --kubeconfig (or --etcd-endpoints)")
-    elif st.method not in ("etcd", "kubeapi") and not hooks:
+    elif st.method not in ("etcd", "kubeapi", "static-manifests") and not hooks:
         verdict.nothing_armed = f"no fail-closed webhook in the cluster (read through {verdict.read_through})"
         verdict.unchecked = ""
     elif not hooks and not journaled and not unread:

@@ -166,6 +166,9 @@ def hooks_from_backups(run, st, unread: list | None = None) -> list[Hook]:
                 obj = codec.decode_value(run.read_backup(b["value"], b["value_sha256"])).obj
             elif "object" in b and b.get("object_sha256"):
                 obj = json.loads(run.read_backup(b["object"], b["object_sha256"]))
+            elif "file" in b and b.get("file_sha256"):  # a staticManifestsDir file: the webhooks it set to Ignore
+                out += _static_fail_closed(run.read_backup(b["file"], b["file_sha256"]), s.step)
+                continue
         except (BreakglassError, OSError, ValueError):
             obj = None
         if isinstance(obj, dict):
@@ -173,6 +176,16 @@ def hooks_from_backups(run, st, unread: list | None = None) -> list[Hook]:
         elif unread is not None:
             unread.append(s.step.id)
     return out
+
+
+def _static_fail_closed(data: bytes, step) -> list[Hook]:
+    """The fail-closed webhooks of a backed-up manifest file that the run set to Ignore: what its revert re-arms."""
+    from breakglass.webhooks import sources  # noqa: PLC0415
+
+    changed = step.data.get("policies") if isinstance(step.data.get("policies"), dict) else {}
+    inv = sources.load_texts([(step.target, data.decode("utf-8", "replace"))], static=True)
+    return [Hook.of(f"{cfg.kind}/{cfg.name}", w) for cfg in inv.configs for w in cfg.webhooks
+            if w.failure_policy == "Fail" and f"{cfg.name}/{w.name}" in changed]
 
 
 def hooks_from_cluster_configs(configs) -> list[Hook]:

@@ -57,6 +57,7 @@ class Way:
     disables_plugins: bool = False  # switches every webhook off cluster-wide (the admission-plugin flag)
     distro: str | None = None  # the distribution whose nodes it edits (kubeadm, k3s, rke2), for the SSH probe
     cost: str = ""  # one line for `recover --help`
+    static_only: bool = False  # only for manifest-based configurations (1.36+: files on the nodes)
 
 
 @dataclass
@@ -167,7 +168,25 @@ WAYS = (
         ("breakglass recover kubeapi -w kyverno-resource-validating-webhook-cfg --dry-run",
          "breakglass recover kubeapi --webhook validate.kyverno.svc-fail --action exclude --context prod"),
         cost="least invasive: one object, through the apiserver, audited"),
-    Way("talos", 2, "Disable the webhook admission plugins in every control-plane node's machine config.",
+    Way("static-manifests", 2, "Set failurePolicy Ignore on a manifest-based webhook (1.36+) in its file on every "
+        "control-plane node.",
+        "Only the named webhooks stop refusing; no restart (the apiserver reloads the directory). For configurations "
+        "named *.static.k8s.io, which neither the API nor etcd holds.",
+        (Variant("ssh", "over SSH", "ssh"), Variant("local", "in a staticManifestsDir on this machine", "static-dir")),
+        (Opt("webhook", "list", None, "The manifest-based webhook(s) to set to Ignore, as the log names them."),
+         Opt("webhook_config", "list", None, "Or every webhook of these configurations (NAME.static.k8s.io).",
+             ("--webhook-config", "-w")),
+         TARGETS[3]) + SSH + (
+            Opt("static_manifests", "str", None, "The staticManifestsDir (on the nodes with --ssh, else here on the "
+                "node; default: the one the apiserver's --admission-control-config-file names)."),
+            Opt("manifest_path", "str", "/etc/kubernetes/manifests/kube-apiserver.yaml",
+                "The kube-apiserver static pod manifest whose flags name the directory."),
+            NODE_WAIT[1]) + WAIT + TIMEOUT,
+        ("breakglass recover static-manifests --ssh cp1,cp2,cp3 --webhook deny.guard.example.com --dry-run",
+         "sudo breakglass recover static-manifests --static-manifests /etc/kubernetes/admission/static "
+         "-w guard.static.k8s.io"),
+        static_only=True, cost="only the named manifest-based webhooks stop refusing; no restart"),
+    Way("talos", 3, "Disable the webhook admission plugins in every control-plane node's machine config.",
         _FLAG_TRADEOFF + ".",
         (Variant("talosctl", "through talosctl", "talos"),
          Variant("file", "in machine-config files", "talos-file",
@@ -177,7 +196,7 @@ WAYS = (
         ("breakglass recover talos -n 10.0.0.2,10.0.0.3,10.0.0.4 --dry-run",
          "breakglass recover talos --config-file clusters/prod/controlplane.yaml --write-patch bg.yaml"),
         disables_plugins=True, cost="every webhook off until reverted; no reboot (--mode=no-reboot)"),
-    Way("kubeadm", 3, "Disable the webhook admission plugins in every node's kube-apiserver manifest.",
+    Way("kubeadm", 4, "Disable the webhook admission plugins in every node's kube-apiserver manifest.",
         _FLAG_TRADEOFF + ".",
         (Variant("ssh", "over SSH", "ssh"), Variant("local", "in a manifest on this machine", "manifest")),
         PLUGINS + SSH + (
@@ -188,7 +207,7 @@ WAYS = (
          "sudo breakglass recover kubeadm --manifest /etc/kubernetes/manifests/kube-apiserver.yaml"),
         disables_plugins=True, distro="kubeadm", cost="every webhook off until reverted; the kubelet restarts "
                                                        "kube-apiserver"),
-    Way("k3s", 4, "Disable the webhook admission plugins in a drop-in of every k3s server's config, then restart k3s.",
+    Way("k3s", 5, "Disable the webhook admission plugins in a drop-in of every k3s server's config, then restart k3s.",
         _FLAG_TRADEOFF + "; k3s restarts.",
         (Variant("ssh", "over SSH", "ssh"), Variant("file", "in a config.yaml here (no restart)", "k3s-file",
                                                     _FLAG_TRADEOFF + "; nothing restarts: k3s reads it when you "
@@ -201,7 +220,7 @@ WAYS = (
         ) + NODE_WAIT + WAIT + TIMEOUT,
         ("breakglass recover k3s --ssh cp1,cp2,cp3 --dry-run",),
         disables_plugins=True, distro="k3s", cost="every webhook off until reverted; k3s restarts"),
-    Way("rke2", 5, "Disable the webhook admission plugins in a drop-in of every RKE2 server's config, then restart "
+    Way("rke2", 6, "Disable the webhook admission plugins in a drop-in of every RKE2 server's config, then restart "
         "rke2-server.", _FLAG_TRADEOFF + "; rke2-server restarts.",
         (Variant("ssh", "over SSH", "ssh"), Variant("file", "in a config.yaml here (no restart)", "k3s-file",
                                                     _FLAG_TRADEOFF + "; nothing restarts: RKE2 reads it when you "
@@ -214,7 +233,7 @@ WAYS = (
         ) + NODE_WAIT + WAIT + TIMEOUT,
         ("breakglass recover rke2 --ssh cp1,cp2,cp3 --dry-run",),
         disables_plugins=True, distro="rke2", cost="every webhook off until reverted; rke2-server restarts"),
-    Way("etcd", 6, "Delete the configuration's key from etcd after a verified backup.",
+    Way("etcd", 7, "Delete the configuration's key from etcd after a verified backup.",
         "Surgical, but bypasses the apiserver and its audit log.",
         (Variant("etcd", "in etcd", "etcd"),),
         TARGETS + ETCD + SSH[1:] + TIMEOUT + (
@@ -236,7 +255,7 @@ FLAG_WAYS = tuple(w.name for w in WAYS if w.disables_plugins)
 # Conversion: the admission flag does not switch a CRD's conversion webhook off, so it is never offered.
 ORDER = {None: NAMES, "conversion": ("kubeapi", "etcd")}
 NOT_FOR = {"conversion": {m: "--disable-admission-plugins does not switch a CRD's conversion webhook off"
-                          for m in FLAG_WAYS}}
+                          for m in FLAG_WAYS} | {"static-manifests": "a conversion webhook is not an admission one"}}
 
 
 def get(name: str) -> Way:
@@ -276,6 +295,7 @@ class Reach:
     manifest: str | None = None  # a kubeadm manifest on this machine
     k3s_files: list = field(default_factory=list)  # a k3s/RKE2 config.yaml here
     readyz_urls: list = field(default_factory=list)  # apiservers to watch afterwards
+    static_dir: str | None = None  # a staticManifestsDir on this machine (on the node itself)
     distros: dict = field(default_factory=dict)  # host -> access.distro.Distro, found by the SSH probe
 
     def local_probes(self) -> dict:
@@ -283,7 +303,8 @@ class Reach:
         out = {}
         for name, files, what in (("talos-file", self.talos_files, "machine-config file(s)"),
                                   ("manifest", [self.manifest] if self.manifest else [], "kubeadm manifest"),
-                                  ("k3s-file", self.k3s_files, "k3s/RKE2 config file(s)")):
+                                  ("k3s-file", self.k3s_files, "k3s/RKE2 config file(s)"),
+                                  ("static-dir", [self.static_dir] if self.static_dir else [], "staticManifestsDir")):
             if files:
                 ok = all(os.access(f, os.R_OK | os.W_OK) for f in files)
                 out[name] = Probe(name, ok, f"{what} {', '.join(files)}" + ("" if ok else ": not writable here"))
@@ -308,13 +329,18 @@ def _other_distribution(way: Way, distros: dict) -> str:
 
 def _no_access(way: Way) -> str:
     needs = {"apiserver": "apiserver", "talos": "talos", "talos-file": "talos", "ssh": "ssh", "manifest": "ssh",
-             "k3s-file": "ssh", "etcd": "etcd"}
+             "k3s-file": "ssh", "etcd": "etcd", "static-dir": "ssh"}
     return f"no {needs[way.variants[0].needs]} access given"
 
 
 def assess(way: Way, probes: dict, family: str | None = None, distros: dict | None = None,
-           have_targets: bool = True) -> Verdict:
-    """Can ``way`` act with what answered (``probes``, local files included), and through which variant?"""
+           have_targets: bool = True, static: bool = False) -> Verdict:
+    """Can ``way`` act with what answered (``probes``, local files included), and through which variant?
+    ``static``: the culprits are manifest-based configurations (files on the nodes, not in the API or etcd)."""
+    if way.static_only and not static:
+        return Verdict(way, None, "only for a manifest-based configuration (NAME.static.k8s.io): none is named")
+    if static and way.name in ("kubeapi", "etcd"):
+        return Verdict(way, None, "a manifest-based configuration is neither served by the API nor kept in etcd")
     if way.name in NOT_FOR.get(family or "", {}):
         return Verdict(way, None, NOT_FOR[family][way.name])
     given = [(v, probes[v.needs]) for v in way.variants if v.needs in probes]
@@ -338,6 +364,6 @@ def assess(way: Way, probes: dict, family: str | None = None, distros: dict | No
 
 
 def assess_all(probes: dict, family: str | None = None, distros: dict | None = None,
-               have_targets: bool = True) -> list[Verdict]:
+               have_targets: bool = True, static: bool = False) -> list[Verdict]:
     """Every way out, in the family's order, each usable (with its variant) or not (with the reason)."""
-    return [assess(BY_NAME[n], probes, family, distros, have_targets) for n in order_for(family)]
+    return [assess(BY_NAME[n], probes, family, distros, have_targets, static) for n in order_for(family)]

@@ -1,0 +1,114 @@
+"""`recover static-manifests` on files (the real apiserver's side is in tests/test_static_manifests_real.py): only
+the named webhooks change, a file changed under it is never overwritten, revert puts back the bytes or, with
+--force, only breakglass' change, and a journal that names another file is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import yaml
+
+from tests.conftest import run_cli
+
+HOOK = "deny.guard.example.com"
+
+
+def _config(name: str, hooks: list[tuple[str, str | None]]) -> dict:
+    out = []
+    for hook, policy in hooks:
+        h = {"name": hook, "clientConfig": {"url": "https://127.0.0.1:1/validate"},
+             "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+             "sideEffects": "None", "admissionReviewVersions": ["v1"]}
+        if policy:
+            h["failurePolicy"] = policy
+        out.append(h)
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": name}, "webhooks": out}
+
+
+def _dir(tmp_path):
+    d = tmp_path / "static"
+    d.mkdir()
+    (d / "a.yaml").write_text("# kept by revert\n" + yaml.safe_dump_all([
+        _config("guard.static.k8s.io", [(HOOK, "Fail"), ("other.guard.example.com", "Fail")]),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}]))
+    (d / "b.json").write_text(json.dumps(_config("second.static.k8s.io", [("json.example.com", None)])))
+    (d / "notes.txt").write_text("not loaded by the apiserver")
+    return d
+
+
+def _recover(d, state, *args):
+    return run_cli("recover", "static-manifests", "--static-manifests", str(d), "--state-dir", str(state),
+                   "--no-wait", "-o", "json", *args)
+
+
+def _policies(path) -> dict:
+    docs = list(yaml.safe_load_all(path.read_text()))
+    return {h["name"]: h.get("failurePolicy") for doc in docs if doc.get("kind", "").endswith("Configuration")
+            for h in doc["webhooks"]}
+
+
+def test_only_the_named_webhook_changes_and_revert_puts_the_bytes_back(tmp_path):
+    d = _dir(tmp_path)
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    p = _recover(d, tmp_path / "s", "--webhook", HOOK, "--yes")
+    assert p.returncode == 8, p.stderr.decode()  # applied, and not verified: nothing was waited for
+    res = json.loads(p.stdout)["result"]
+    assert _policies(d / "a.yaml") == {HOOK: "Ignore", "other.guard.example.com": "Fail"}
+    assert (d / "b.json").read_bytes() == before["b.json"]
+    assert any(doc.get("kind") == "ConfigMap" for doc in yaml.safe_load_all((d / "a.yaml").read_text()))
+    assert not [n for n in os.listdir(d) if n.startswith(".")]  # no temp file left in the directory it loads
+    r = run_cli("revert", res["run"], "--state-dir", str(tmp_path / "s"), "--yes", "--re-arm", "-o", "json")
+    assert [o["outcome"] for o in json.loads(r.stdout)["result"]["outcomes"]] == ["restored"], r.stdout
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before  # the comment too
+
+
+def test_a_configuration_name_takes_all_its_webhooks_and_a_json_file_stays_json(tmp_path):
+    d = _dir(tmp_path)
+    p = _recover(d, tmp_path / "s", "-w", "second.static.k8s.io", "--yes")
+    assert p.returncode == 8, p.stderr.decode()
+    assert json.loads((d / "b.json").read_text())["webhooks"][0]["failurePolicy"] == "Ignore"
+    assert _policies(d / "a.yaml") == {HOOK: "Fail", "other.guard.example.com": "Fail"}
+
+
+def test_a_file_changed_since_is_a_conflict_and_force_takes_back_only_breakglass_change(tmp_path):
+    d = _dir(tmp_path)
+    state = tmp_path / "s"
+    run = json.loads(_recover(d, state, "--webhook", HOOK, "--yes").stdout)["result"]["run"]
+    text = (d / "a.yaml").read_text().replace("other.guard.example.com", "renamed.guard.example.com")
+    (d / "a.yaml").write_text(text)
+    r = run_cli("revert", run, "--state-dir", str(state), "--yes", "--re-arm")
+    assert r.returncode == 4 and "a.yaml changed since the run; left as it is" in r.stderr.decode(), r.stderr
+    assert (d / "a.yaml").read_text() == text
+    r = run_cli("revert", run, "--state-dir", str(state), "--yes", "--force", "-o", "json")
+    assert [o["outcome"] for o in json.loads(r.stdout)["result"]["outcomes"]] == ["restored"], r.stdout
+    assert _policies(d / "a.yaml") == {HOOK: "Fail", "renamed.guard.example.com": "Fail"}
+
+
+def test_a_journal_naming_another_file_is_refused(tmp_path):
+    d = _dir(tmp_path)
+    state = tmp_path / "s"
+    run = json.loads(_recover(d, state, "--webhook", HOOK, "--yes").stdout)["result"]["run"]
+    victim = tmp_path / "victim.yaml"
+    victim.write_text("untouched\n")
+    journal = state / "runs" / run / "journal.jsonl"
+    journal.write_text(journal.read_text().replace(str(d / "a.yaml"), str(victim)))
+    r = run_cli("revert", run, "--state-dir", str(state), "--yes", "--re-arm", "-o", "json")
+    assert r.returncode != 0 and victim.read_text() == "untouched\n", r.stdout
+    assert "Traceback" not in r.stderr.decode()
+
+
+def test_unknown_names_missing_dirs_and_bad_files_are_one_line_and_change_nothing(tmp_path):
+    d = _dir(tmp_path)
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    for args, says in ((("--webhook", "nope$(id)"), "no manifest-based webhook named nope$(id)"),
+                       ((), "name the manifest-based webhook"),):
+        p = _recover(d, tmp_path / "s", *args, "--yes")
+        assert p.returncode == 2 and says in p.stderr.decode(), p.stderr.decode()
+    p = run_cli("recover", "static-manifests", "--static-manifests", str(tmp_path / "missing"), "--webhook", HOOK)
+    assert p.returncode == 2 and "no such directory" in p.stderr.decode()
+    (d / "c.yaml").write_text("webhooks: [unclosed\n")
+    p = _recover(d, tmp_path / "s", "--webhook", HOOK, "--yes")
+    assert p.returncode == 2 and "c.yaml" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
+    assert {p.name: p.read_bytes() for p in d.iterdir() if p.name != "c.yaml"} == before
