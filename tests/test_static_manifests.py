@@ -168,7 +168,7 @@ def test_a_talos_node_without_static_manifests_is_said_not_an_error(tmp_path):
 def test_on_talos_1_14_the_plugin_documents_are_read_and_an_unmounted_directory_is_said(tmp_path):
     """Talos 1.14 moved admission plugins to KubeAdmissionControlConfig documents and its KubeAPIServerConfig takes
     no extraVolumes (only the host's CA roots are mounted): a staticManifestsDir elsewhere is one the apiserver
-    cannot read either, said as a warning."""
+    cannot read either: a critical finding (that config keeps the control plane down), and audit's exit says so."""
     t = _talos_node(tmp_path, "v1.14-document.yaml", "1.14", with_dir=False)
     docs = t.docs("cp1")
     docs.append({"apiVersion": "v1alpha1", "kind": "KubeAdmissionControlConfig", "name": "ValidatingAdmissionWebhook",
@@ -178,7 +178,9 @@ def test_on_talos_1_14_the_plugin_documents_are_read_and_an_unmounted_directory_
     (t.dir / "nodes" / "cp1.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
     p = t.cli("audit", "--static-manifests-via-talos", "cp1")
     said = b" ".join((p.stdout + p.stderr).split())
-    assert p.returncode == 0 and b"is on no extraVolumes mount" in said and b"does not start" in said, said
+    assert p.returncode == 3 and b"CRITICAL static-dir-unmounted" in said and b"refuses to start" in said, said
+    rep = json.loads(t.cli("audit", "--static-manifests-via-talos", "cp1", "-o", "json").stdout)["result"]
+    assert [(f["rule"], f["severity"]) for f in rep["findings"]] == [("static-dir-unmounted", "critical")], rep
     docs[-1]["configuration"]["staticManifestsDir"] = "/etc/ssl/certs/webhooks"
     (t.dir / "nodes" / "cp1.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
     host = t.dir / "nodes" / "cp1.fs" / "etc" / "ssl" / "certs" / "webhooks"

@@ -253,7 +253,8 @@ def audit(
         for extra in statics:
             inv.configs += extra.configs
             inv.warnings += extra.warnings
-        rep = _audit.audit(inv.configs, target_version, inv.namespaces)
+            inv.problems += extra.problems
+        rep = _audit.audit(inv.configs, target_version, inv.namespaces, inv.problems)
         worst = _audit.RANK[rep.worst] if rep.worst else -1
         code = int(ExitCode.FOUND if worst >= _audit.RANK[fail_on.value] else ExitCode.OK)
         _show(output_, "AuditReport", rep, lambda: _render().audit_report(

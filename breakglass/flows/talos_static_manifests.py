@@ -73,9 +73,15 @@ def read(talos, node: str) -> sources.Inventory:
         for d in dirs:
             host = host_path(d, volumes)
             if host is None:
-                inv.warnings.append(f"{node}: staticManifestsDir {d} is on no extraVolumes mount of the apiserver's "
-                                    f"container: the apiserver does not start with a staticManifestsDir it cannot "
-                                    f"find (k8s.io/apiserver ValidateStaticManifestsDir)")
+                inv.problems.append({
+                    "rule": "static-dir-unmounted", "severity": "critical", "where": f"{node}: machine config",
+                    "title": f"staticManifestsDir {d} is on no mount of the apiserver's container",
+                    "explanation": f"{node}'s admissionControl names staticManifestsDir {d}, but no extraVolumes "
+                                   f"entry mounts a host directory there (Talos 1.14's KubeAPIServerConfig mounts "
+                                   f"only the CA roots): kube-apiserver refuses to start with a staticManifestsDir "
+                                   f"it cannot read (k8s.io/apiserver, ValidateStaticManifestsDir), so this config "
+                                   f"keeps the control plane down. Mount the directory with "
+                                   f"cluster.apiServer.extraVolumes, or remove staticManifestsDir."})
                 continue
             found.append(host)
             paths = [p for p in talos.files(node, host) if posixpath.dirname(p) == host.rstrip("/")]
@@ -83,11 +89,12 @@ def read(talos, node: str) -> sources.Inventory:
                 path = posixpath.join(host, name)
                 data = talos.run(node, ["read", path]).encode("utf-8")
                 texts.append((f"{node}:{path}", textfile.decode(data, f"{node}:{path}", "YAML")))
-    if not found and not inv.warnings:
+    if not found and not inv.problems:
         inv.warnings.append(f"{node}: its machine config names no staticManifestsDir (no webhook plugin with "
                             f"one in admissionControl)")
     loaded = sources.load_texts(texts, static=True)
     loaded.warnings = inv.warnings + loaded.warnings
+    loaded.problems = inv.problems
     if found and not texts:
         loaded.warnings.append(f"{node}: {', '.join(found)}: no .yaml, .yml or .json file")
     return loaded

@@ -479,11 +479,13 @@ def _policy_findings(cfg: AdmissionConfig, bindings: list[AdmissionConfig], targ
 
 
 def audit(configs: list[AdmissionConfig], target_version: str | None = None,
-          namespaces: dict[str, dict[str, str]] | None = None) -> AuditReport:
+          namespaces: dict[str, dict[str, str]] | None = None, problems: list[dict] = ()) -> AuditReport:
     """``namespaces``: name -> labels as the cluster holds them (when it was read); else the namespaces the heal
-    model names are taken to carry only the label Kubernetes sets (kubernetes.io/metadata.name)."""
+    model names are taken to carry only the label Kubernetes sets (kubernetes.io/metadata.name). ``problems``:
+    what reading the nodes found wrong outside any configuration (sources.Inventory.problems)."""
     target = parse_version(target_version)
-    findings: list[AuditFinding] = []
+    findings: list[AuditFinding] = [AuditFinding("", p["rule"], p["severity"], p["where"], None, p["title"],
+                                                 p["explanation"]) for p in problems]
     bindings = [c for c in configs if c.kind in (VAP_BINDING, MAP_BINDING)]
     for cfg in configs:
         if cfg.kind in (VAP, MAP):

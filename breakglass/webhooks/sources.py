@@ -28,6 +28,9 @@ class Inventory:
     sources: list[str] = field(default_factory=list)
     # name -> labels of every Namespace, when read from a cluster (for namespaceSelectors); None from files
     namespaces: dict[str, dict[str, str]] | None = None
+    # what was found wrong on a node rather than in a configuration (a staticManifestsDir the apiserver cannot
+    # see): dicts with rule, severity, where, title, explanation; audit reports each as a finding
+    problems: list[dict] = field(default_factory=list)
 
 
 # -- files --------------------------------------------------------------------------------------
