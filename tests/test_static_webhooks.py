@@ -112,3 +112,67 @@ def test_unknown_names_missing_dirs_and_bad_files_are_one_line_and_change_nothin
     p = _recover(d, tmp_path / "s", "--webhook", HOOK, "--yes")
     assert p.returncode == 2 and "c.yaml" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
     assert {p.name: p.read_bytes() for p in d.iterdir() if p.name != "c.yaml"} == before
+
+
+def _kubeadm_node(tmp_path):
+    """A node's files: the staticManifestsDir, the admission configuration naming it, the kube-apiserver manifest
+    naming that."""
+    d = _dir(tmp_path)
+    admission = tmp_path / "admission.yaml"
+    admission.write_text(yaml.safe_dump({
+        "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+        "plugins": [{"name": "ValidatingAdmissionWebhook", "configuration": {
+            "apiVersion": "apiserver.config.k8s.io/v1", "kind": "WebhookAdmissionConfiguration",
+            "staticManifestsDir": str(d)}}]}))
+    manifest = tmp_path / "kube-apiserver.yaml"
+    manifest.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kube-apiserver", "namespace": "kube-system"},
+        "spec": {"containers": [{"name": "kube-apiserver", "image": "registry.k8s.io/kube-apiserver:v1.36.3",
+                                 "command": ["kube-apiserver", f"--admission-control-config-file={admission}",
+                                             "--feature-gates=ManifestBasedAdmissionControlConfig=true"]}]}},
+        sort_keys=False))
+    return d, manifest
+
+
+def test_over_ssh_the_directory_is_read_from_the_apiservers_own_flags_and_the_node_keeps_a_copy(tmp_path, sshd):
+    """Over a real OpenSSH server: the kube-apiserver manifest names the admission configuration, which names the
+    staticManifestsDir; the node's copy of the old file goes outside it (the apiserver loads every file there)."""
+    d, manifest = _kubeadm_node(tmp_path)
+    before = (d / "a.yaml").read_bytes()
+    backup = tmp_path / "node-backup"
+    ssh = ["--ssh", "cp1", "--ssh-config", sshd.ssh_config, "--known-hosts", sshd.known_hosts,
+           "--manifest-path", str(manifest), "--node-backup-dir", str(backup)]
+    state = tmp_path / "s"
+    p = run_cli("recover", "static-manifests", "--webhook", HOOK, "--yes", "--no-wait", "--state-dir", str(state),
+                "-o", "json", *ssh)
+    assert p.returncode == 8, p.stderr.decode()
+    assert _policies(d / "a.yaml")[HOOK] == "Ignore"
+    [copy] = os.listdir(backup)
+    assert (backup / copy).read_bytes() == before and not [n for n in os.listdir(d) if n.startswith(".")]
+    run = json.loads(p.stdout)["result"]["run"]
+    r = run_cli("revert", run, "--state-dir", str(state), "--yes", "--re-arm", "--ssh-config", sshd.ssh_config,
+                "--known-hosts", sshd.known_hosts)
+    assert (d / "a.yaml").read_bytes() == before, (r.stdout.decode(), r.stderr.decode())
+
+
+def test_the_wizard_offers_it_first_for_a_manifest_based_culprit_and_plans_it_over_ssh(tmp_path, sshd, monkeypatch):
+    from breakglass.access.ssh import Node, SshOptions
+    from breakglass.flows import planner, wizard, recovery
+    from breakglass.ways import static_webhooks
+
+    targets = [{"kind": "validating", "configuration": "guard.static.k8s.io", "webhook": HOOK}]
+    probes = {n: planner.Probe(n, True, "ok") for n in ("apiserver", "ssh", "etcd")}
+    opts = planner.options(probes, static=wizard._static(targets))
+    assert [o.method for o in opts if o.available][0] == "static-manifests"
+    assert {o.method: o.available for o in opts}["kubeapi"] is False
+    assert "static-manifests" not in [o.method for o in planner.options(probes)]  # never for any other culprit
+    d, manifest = _kubeadm_node(tmp_path)
+    monkeypatch.setattr(static_webhooks, "KUBEADM_MANIFEST", str(manifest))
+    plan = recovery.plan_static
+    monkeypatch.setattr(recovery, "plan_static", lambda nodes, names, dirs, _m, **k: plan(nodes, names, dirs,
+                                                                                         str(manifest), **k))
+    access = planner.Access(ssh_nodes={"cp1": Node("cp1", SshOptions(config=sshd.ssh_config,
+                                                                     known_hosts=sshd.known_hosts))})
+    remedy, steps, word, _refs = wizard._plan(None, "static-manifests", "ssh", access, targets, [], wizard.Typed())
+    assert word == HOOK and [s.target for s in steps] == [f"cp1:{d / 'a.yaml'}"]
+    assert "+  failurePolicy: Ignore" in steps[0].diff

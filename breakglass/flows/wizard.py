@@ -93,7 +93,7 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
             p.say(f"  {pr.name}: {'reachable' if pr.reachable else 'NOT reachable'}: {pr.detail}")
         while True:
             chosen = _choose_way(p, planner.options(probes, have_targets=True, family=family,
-                                                    distros=access.distros), targets)
+                                                    distros=access.distros, static=_static(targets)), targets)
             if chosen is None:
                 break  # back to the ways in, with what was typed
             method, variant = chosen
@@ -138,6 +138,13 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
                 p.say("Pick the way out again to retry (nothing typed is lost), or another way.")
                 continue
             return _after_change(p, state, access, remedy, res, diag, planned, services)
+
+
+def _static(targets: list[dict]) -> bool:
+    """The culprits are manifest-based configurations (1.36+): files on the nodes, in neither the API nor etcd."""
+    from breakglass.webhooks.model import STATIC_SUFFIX  # noqa: PLC0415
+
+    return bool(targets) and all(str(t.get("configuration") or "").endswith(STATIC_SUFFIX) for t in targets)
 
 
 def _choose_way(p: Prompter, opts, targets: list[dict]):
@@ -835,6 +842,10 @@ def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: li
             refs = list(dict.fromkeys(f"{t['kind']}/{t['configuration']}" for t in targets))
             remedy, steps = plan(refs)
         return remedy, steps, ",".join(r.split("/", 1)[-1] for r in refs), refs
+    if method == "static-manifests":
+        names = sorted({t.get("webhook") or t["configuration"] for t in targets})
+        remedy, steps = recovery.plan_static(a.ssh_nodes, names, [], "/etc/kubernetes/manifests/kube-apiserver.yaml")
+        return remedy, steps, ",".join(names), []
     if method == "talos":
         if variant == "file":
             remedy, steps = recovery.plan_talos(recovery.talos_store(files=True), a.talos_files, plugins)
