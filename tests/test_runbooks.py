@@ -139,7 +139,7 @@ def test_runbook_commands_run_against_the_sandbox(tmp_path):
             tokens = shlex.split(command.split(" > ")[0])[1:]
             if tokens[0] not in SANDBOXABLE or any(t in tokens for t in (
                     "--method", "--ssh", "--talos-node", "--kubeconfig", "--context", "--all-contexts", "--plan",
-                    "--recheck")) \
+                    "--recheck", "--static-manifests", "--static-manifests-via-ssh", "--static-manifests-via-talos")) \
                         and "etcd" not in tokens:
                 continue
             if tokens[0] in ("audit", "webhooks") and "-f" in tokens or "--diagnosis" in tokens:
