@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench bundle image system-deps clean go-components kube-apiserver
+.PHONY: demo test docs bench bundle image system-deps clean go-components kube-apiserver
 
 $(STAMP): pyproject.toml setup.py breakglass/logs/_newlines.c scripts/bootstrap.sh
 	bash scripts/bootstrap.sh python
@@ -34,6 +34,10 @@ test: $(STAMP) system-deps
 	bash scripts/gobuild.sh --if-go --now
 	bash scripts/gobuild.sh --if-go --later-in-background
 	$(PY) -m pytest -q --durations=30  # the slowest, printed at the end: where CI's 90 minutes go
+
+# The manual, as static files in site/ (open site/index.html; for its search, serve it: python3 -m http.server -d site)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d site
 
 bench: $(STAMP) bundle
 	$(PY) bench/startup.py

@@ -35,6 +35,8 @@ case "${1:-}" in
     command -v buildah >/dev/null || want+=(buildah)       # the guard's image is built for real, with no daemon
     command -v podman >/dev/null || want+=(podman)         # ... and run as the chart's pod runs it
     command -v runc >/dev/null || want+=(runc)             # ... by runc (crun refuses hybrid cgroups, seen here)
+    command -v chromium-headless-shell >/dev/null || command -v chromium >/dev/null \
+      || want+=(chromium-headless-shell)                   # the manual's pages are looked at in a real browser
     ;;
   *) echo "usage: $0 python|demo|test" >&2; exit 2 ;;
 esac

@@ -19,6 +19,22 @@ def diagnose_text(text: str | bytes, engine: str = "auto", name: str = "t.log", 
     return diagnose_sources([src], Options(year=year, engine=engine))
 
 
+def manual(page: str | None = None) -> str:
+    """The manual's text: one page of docs/ (``commands/runs.md``), or the README and every page."""
+    import glob  # noqa: PLC0415
+
+    if page is not None:
+        with open(os.path.join(ROOT, "docs", page), encoding="utf-8") as f:
+            return f.read()
+    paths = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"),
+                                                                 recursive=True))
+    out = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            out.append(f.read())
+    return "\n".join(out)
+
+
 def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None, timeout: float = 120):
     e = dict(os.environ)
     e.update(env or {})

@@ -192,7 +192,9 @@ def test_edited_not_applied_is_a_documented_run_state_and_exit_8():
     assert runstates.exit_code("applied-unverified") == 8
     meaning = EXIT_CODE_MEANINGS[ExitCode.NOT_VERIFIED]
     assert "edited, not applied" in meaning
-    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    from tests.conftest import manual
+
+    readme = manual("exit-codes.md")
     rows = dict(re.findall(r"^\|\s*(\d+)\s*\|\s*([^|]+?)\s*\|$", readme, re.M))
     assert rows["8"] == meaning
 

@@ -1,7 +1,7 @@
 """Gardener's problematic-webhook table (tests/fixtures/gardener/): the resources its care check holds can stop a
 cluster from waking up. Every entry that is a real risk on a supported cluster (1.28 and newer) is flagged by
 `audit` at medium or worse, for a webhook that fails closed on it (and, for its Lease list, one that fails open
-with the v1 default timeout). The entries judged no real risk are named here with the reason, and in the README:
+with the v1 default timeout). The entries judged no real risk are named here with the reason, and in the manual (docs/commands/audit.md):
 a test that only lists what passes would never fail."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ REMOVED = {("apps", "v1beta1"), ("apps", "v1beta2"), ("extensions", "v1beta1"), 
            ("networking.k8s.io", "v1beta1"), ("rbac.authorization.k8s.io", "v1alpha1"),
            ("rbac.authorization.k8s.io", "v1beta1"), ("apiextensions.k8s.io", "v1beta1"),
            ("apiregistration.k8s.io", "v1beta1"), ("scheduling.k8s.io", "v1alpha1"), ("scheduling.k8s.io", "v1beta1")}
-# served, but nothing on the way back to a working cluster writes them (see the README's audit section)
+# served, but nothing on the way back to a working cluster writes them (see the audit page of the manual, docs/commands/audit.md)
 NOT_A_RISK = {
     ("", "namespaces/status"): "written by the namespace controller while a namespace is deleted; Gardener's own "
                                "resource manager labels kube-system",
@@ -85,7 +85,7 @@ def test_a_fail_open_webhook_on_kube_system_leases_is_flagged_past_3_seconds(e):
 
 
 def test_the_judged_not_a_risk_list_is_in_the_readme():
-    with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "commands", "audit.md"), encoding="utf-8") as f:
         readme = f.read()
     for (group, resource), _why in NOT_A_RISK.items():
         assert f"`{resource}`" in readme, resource

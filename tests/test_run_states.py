@@ -56,12 +56,11 @@ def _steps(n=2):
 
 
 def _readme_states() -> dict[str, str]:
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    section = text.split("### `breakglass runs`", 1)[1].split("\n### ", 1)[0]
+    section = open(os.path.join(ROOT, "docs", "commands", "runs.md"), encoding="utf-8").read().split("\n## Reference")[0]
     return {m[1]: m[2] for m in re.finditer(r"^\| `([a-z-]+)` \| (?:final|transient) \| (.+) \|$", section, re.M)}
 
 
-def test_the_readme_lists_exactly_the_run_states_the_code_defines():
+def test_the_manual_lists_exactly_the_run_states_the_code_defines():
     assert _readme_states() == runstates.RUN_STATES
     assert set(runstates.FINAL).isdisjoint(runstates.TRANSIENT)
 

@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 
 def _commands():
     out = []
-    for md in sorted(glob.glob(os.path.join(ROOT, "runbooks", "*.md"))):
+    for md in sorted(glob.glob(os.path.join(ROOT, "docs", "runbooks", "*.md"))):
         in_block = False
         pending = ""
         for line in open(md, encoding="utf-8"):
