@@ -55,6 +55,8 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
 
     total_bytes = total_lines = candidates = 0
     log_like = False
+    foreign: list[str] = []  # sources whose first 64 KiB holds no line of a Kubernetes component
+    unread: set[str] = set()  # found in a directory, and not a log after all (binary, a key): skipped
     t0 = time.perf_counter()
     for src in srcs:
         counted = _Counting(None, src.name, opts.progress)
@@ -95,18 +97,22 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
                 raise
             warnings.append(f"skipped {e}")
             lines = scanner.lines
+            unread.add(src.name)
+            continue
         if counted.bytes == 0 and not src.lenient:
             warnings.append(f"{src.name} is empty")
         total_bytes += counted.bytes
         total_lines += lines
         log_like = log_like or looks_like_log(counted.head)
+        if counted.head and not K8S_LINE.search(counted.head):
+            foreign.append(src.name)
     start_correlating()  # no sources at all
     from breakglass.diagnose import findings, remedies  # noqa: PLC0415 - loaded by start_correlating
 
     found, verdict, notices = findings.build_all(corr)
-    stats = ScanStats(sources=[s.name for s in srcs], bytes=total_bytes, lines=total_lines,
+    stats = ScanStats(sources=[s.name for s in srcs if s.name not in unread], bytes=total_bytes, lines=total_lines,
                       candidates=candidates, matched=corr.matched, engine=scanner.engine,
-                      seconds=round(time.perf_counter() - t0, 3), log_like=log_like)
+                      seconds=round(time.perf_counter() - t0, 3), log_like=log_like, foreign=foreign)
     return Diagnosis(verdict=verdict, findings=found, remedies=remedies.options(found), stats=stats, notices=notices)
 
 
@@ -170,6 +176,14 @@ _LOG_LIKE = re.compile(
     rb"|\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d"
     rb"|(?m:^[^\n]{0,40}?[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d )"
     rb"|Error from server")
+# A line a Kubernetes component writes: a klog header with its caller (text, or inside journald's, a ticket's or
+# k0s' wrapping), klog's JSON (a numeric "ts"; etcd's own JSON log has an ISO one), an audit event, a webhook's
+# failure in any words, a /readyz?verbose body, or kubectl's error
+K8S_LINE = re.compile(rb"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\s\]]+:\d+\]"
+                      rb'|"ts"\s*:\s*\d|"auditID"|audit\.k8s\.io/v1|[Ff]ailed calling webhook|failing (?:closed|open)'
+                      # a /readyz?verbose body, kubectl's and a probe's words
+                      rb"|\[[+-]\](?:ping|log|etcd|informer-sync|poststarthook/)|(?:readyz|healthz|livez) check failed"
+                      rb"|Error from server")
 _K8S_OBJECT = re.compile(rb"(?m)^(?:apiVersion|kind):\s*\S|^\s*\{\s*\"(?:apiVersion|kind)\"")
 
 
@@ -194,9 +208,18 @@ def require_log(diag: Diagnosis) -> None:
     from breakglass.core.errors import BadInput  # noqa: PLC0415
 
     s = diag.stats
-    if diag.findings or diag.notices or s.log_like:
+    if diag.findings or diag.notices:
         return
     names = ", ".join(s.sources) or "no source"
+    if s.log_like and s.sources and len(s.foreign) == len(s.sources):
+        # a log, but no Kubernetes component wrote it (dpkg's, etcd's own): "nothing found" would be a false
+        # all-clear; exit 2, like any input that is not what diagnose reads
+        raise BadInput(f"{names}: {s.lines} line(s), none written by kube-apiserver or another Kubernetes component "
+                       f"(no klog or Kubernetes JSON line): nothing to diagnose",
+                       hint="kube-apiserver's log: `talosctl logs kube-apiserver`, /var/log/pods/kube-system_kube-"
+                            "apiserver-*/, `journalctl -u k3s`")
+    if s.log_like:
+        return
     if s.bytes:
         raise BadInput(f"read {s.bytes} bytes from {names}, and none of it is a log: nothing to diagnose",
                        hint="webhook configurations go to `breakglass audit -f FILE`")
@@ -234,7 +257,15 @@ class _Counting:
 def diagnose_paths(paths: list[str], opts: Options | None = None, stdin: BinaryIO | None = None,
                    extra_sources: list[sources.LogSource] = ()) -> tuple[Diagnosis, list[str]]:
     warnings: list[str] = []
-    srcs = (sources.expand(paths, stdin=stdin) if paths else []) + list(extra_sources)
+    skipped: list = []
+    srcs = (sources.expand(paths, stdin=stdin, skipped=skipped) if paths else []) + list(extra_sources)
+    if skipped:
+        named = ", ".join(f"{p} ({why})" for p, why in skipped[:4])
+        warnings.append(f"skipped {len(skipped)} file(s) that are not logs: {named}"
+                        + (f" and {len(skipped) - 4} more" if len(skipped) > 4 else ""))
     diag = diagnose_sources(srcs, opts, warnings)
     require_log(diag)
+    if len(diag.stats.foreign) < len(diag.stats.sources):  # all of them: require_log said so
+        warnings += [f"{name}: no line of kube-apiserver or another Kubernetes component in it"
+                     for name in diag.stats.foreign]
     return diag, warnings

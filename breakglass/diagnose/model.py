@@ -139,6 +139,7 @@ class ScanStats:
     engine: str
     seconds: float
     log_like: bool = True  # some source's first 64 KiB looks like a log (not empty, binary, YAML or base64)
+    foreign: list = field(default_factory=list)  # sources with no Kubernetes component's line in their first 64 KiB
 
 
 @dataclass

@@ -47,10 +47,38 @@ def is_gzip(head: bytes) -> bool:
     return head.startswith(_GZIP_MAGIC)
 
 
+_PEM = re.compile(rb"-----BEGIN [A-Z0-9 ]*(?:PRIVATE KEY|CERTIFICATE|PUBLIC KEY|CERTIFICATE REQUEST)-----")
+
+
 def check_text(head: bytes, name: str) -> None:
-    """The first bytes of a plain (not gzip) source must be text."""
+    """The first bytes of a plain (not gzip) source must be text, and not a key or certificate (whose bytes must
+    not be read as evidence)."""
     if _looks_binary(head):
         raise BadInput(f"{name}: binary data, not a text log")
+    if _PEM.search(head[:8192]):
+        raise BadInput(f"{name}: a key or certificate (PEM), not a log")
+
+
+# What a directory walk leaves out by its name, with the reason said (a copy of a node's /etc/kubernetes or of a
+# sandbox holds keys, certificates, manifests, kubeconfigs and etcd's data beside the logs)
+_NOT_LOGS = (
+    (re.compile(r"\.(?:key|crt|pem|csr|pub|der|p12|pfx|jks)$|^id_(?:rsa|ecdsa|ed25519|dsa)"), "a key or certificate"),
+    (re.compile(r"\.(?:ya?ml|kubeconfig|conf|toml|ini)$|^kubeconfig$"), "configuration"),
+    (re.compile(r"\.(?:db|wal|snap|sqlite|sqlite3|bolt|tmp|lock|pid|sock)$|^db$"), "data, not text"),
+    (re.compile(r"\.(?:md|rst|html?|py|go|sh|c|h|mod|sum)$"), "documentation or code"),
+    (re.compile(r"\.(?:tar|tgz|zip|xz|bz2|zst|png|jpe?g|pyz|so|bin)$"), "an archive or binary"),
+)
+
+
+def not_a_log(path: str) -> str | None:
+    """Why a file found in a directory is not read as a log (None: read it). etcd's data directory goes whole."""
+    name = os.path.basename(path)
+    if "/member/wal/" in path or "/member/snap/" in path:
+        return "etcd data"
+    for pattern, why in _NOT_LOGS:
+        if pattern.search(name):
+            return why
+    return None
 
 
 def os_error(name: str, err: OSError) -> BadInput:
@@ -76,8 +104,9 @@ def _file_source(path: str, lenient: bool = False) -> LogSource:
     return LogSource(name=path, opener=lambda: open(path, "rb"), lenient=lenient, path=path)
 
 
-def expand(paths: list[str], stdin: BinaryIO | None = None) -> list[LogSource]:
-    """Resolve command-line arguments to sources."""
+def expand(paths: list[str], stdin: BinaryIO | None = None, skipped: list | None = None) -> list[LogSource]:
+    """Resolve command-line arguments to sources. A directory's files that are not logs (``not_a_log``) are left
+    out, each added to ``skipped`` as (path, why) when it is given; a file named on the command line is read."""
     sources: list[LogSource] = []
     for p in paths:
         if p == "-":
@@ -96,8 +125,13 @@ def expand(paths: list[str], stdin: BinaryIO | None = None) -> list[LogSource]:
                     if f.startswith("."):
                         continue
                     full = os.path.join(root, f)
-                    if os.path.isfile(full):
+                    if not os.path.isfile(full):
+                        continue
+                    why = not_a_log(full)
+                    if why is None:
                         found.append(full)
+                    elif skipped is not None:
+                        skipped.append((full, why))
             if not found:
                 raise BadInput(f"{p}: directory holds no log files")
             for full in sorted(found, key=_pod_log_key):

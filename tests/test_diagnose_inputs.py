@@ -1,0 +1,71 @@
+"""diagnose reads logs, not whatever lies in a directory: keys, certificates, manifests, kubeconfigs, etcd's data
+and documentation found beside the logs are skipped with one notice; a file that holds no line of any Kubernetes
+component is said to be that (exit 2), never "nothing found"."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from tests.conftest import ROOT, run_cli
+
+REAL = os.path.join(ROOT, "tests", "fixtures", "real", "v1.34.4", "connection-refused.log")
+
+
+def _node_copy(tmp_path):
+    """What a copy of a control-plane node's directories holds beside the apiserver's log."""
+    d = tmp_path / "node"
+    (d / "pki").mkdir(parents=True)
+    (d / "etcd" / "member" / "snap").mkdir(parents=True)
+    (d / "etcd" / "member" / "wal").mkdir(parents=True)
+    shutil.copy(REAL, d / "kube-apiserver.log")
+    (d / "pki" / "apiserver.key").write_text("-----BEGIN RSA PRIVATE KEY-----\nMIIEsecret\n-----END RSA PRIVATE KEY-----\n")
+    (d / "pki" / "front-proxy").write_text("-----BEGIN PRIVATE KEY-----\nMIIEsecret\n-----END PRIVATE KEY-----\n")
+    (d / "kube-apiserver.yaml").write_text("apiVersion: v1\nkind: Pod\n")
+    (d / "admin.conf").write_text("apiVersion: v1\nkind: Config\n")
+    (d / "etcd" / "member" / "snap" / "db").write_bytes(os.urandom(4096))
+    (d / "etcd" / "member" / "wal" / "0000000000000000-0000000000000000.wal").write_bytes(os.urandom(4096))
+    (d / "README.md").write_text("I0501 10:00:00.000000       1 x.go:1] failed calling webhook \"a.b.c\": x\n")
+    return d
+
+
+def test_a_directory_s_keys_manifests_etcd_data_and_docs_are_skipped_with_one_notice(tmp_path):
+    d = _node_copy(tmp_path)
+    p = run_cli("diagnose", str(d), "-o", "json")
+    out = json.loads(p.stdout)
+    assert p.returncode == 3, p.stderr.decode()
+    assert out["result"]["stats"]["sources"] == [str(d / "kube-apiserver.log")], out["result"]["stats"]
+    [skipped, pem] = out["warnings"]
+    assert skipped.startswith("skipped 6 file(s) that are not logs: ") and "README.md (documentation or code)" in skipped
+    assert "front-proxy: a key or certificate (PEM), not a log" in pem  # found by its content, not its name
+    assert b"secret" not in p.stdout and b"a.b.c" not in p.stdout  # neither the key nor the README was read
+    text = run_cli("diagnose", str(d))
+    said = (text.stdout + text.stderr).decode()
+    assert said.count("warning: skipped") == 2, said  # one line each
+
+
+def test_a_log_no_kubernetes_component_wrote_is_said_so_exit_2(tmp_path):
+    dpkg = tmp_path / "dpkg.log"
+    dpkg.write_text("2024-05-01 10:00:00 startup archives unpack\n2024-05-01 10:00:02 status installed kubelet 1.30\n")
+    etcd = tmp_path / "etcd.log"
+    etcd.write_text('{"level":"warn","ts":"2024-05-01T10:00:01.000Z","caller":"etcdserver/util.go:170",'
+                    '"msg":"apply request took too long","took":"1.2s"}\n')
+    for path in (dpkg, etcd):
+        p = run_cli("diagnose", str(path))
+        err = p.stderr.decode()
+        assert p.returncode == 2 and "none written by kube-apiserver or another Kubernetes component" in err, err
+        assert len(err.splitlines()) == 2 and "Traceback" not in err  # the line, and the hint
+    # beside a real log, such a file is a warning and the real log is diagnosed
+    p = run_cli("diagnose", str(dpkg), REAL, "-o", "json")
+    out = json.loads(p.stdout)
+    assert p.returncode == 3 and out["warnings"] == [
+        f"{dpkg}: no line of kube-apiserver or another Kubernetes component in it"], out["warnings"]
+
+
+def test_a_named_key_file_is_refused_and_never_echoed(tmp_path):
+    key = tmp_path / "apiserver.key"
+    key.write_text("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIsecret\n-----END EC PRIVATE KEY-----\n")
+    p = run_cli("diagnose", str(key))
+    assert p.returncode == 2 and b"a key or certificate (PEM), not a log" in p.stderr
+    assert b"secret" not in p.stdout + p.stderr
