@@ -151,3 +151,14 @@ def test_the_core_never_imports_the_ui_libraries():
                     assert rel.startswith(allowed[top]), f"breakglass/{rel} imports {name}"
                     checked += 1
     assert checked > 10  # the CLI's own imports were seen, so the walk works
+
+
+def test_an_unknown_output_format_is_one_plain_line():
+    """Typer passes pydantic's wording on for a bad choice ("Value error, 'yaml' is not one of ..."): the engineer
+    reads what they typed and the choices, nothing of the parser's internals (issue 37 §9)."""
+    p = run_cli("audit", "-o", "yaml")
+    err = p.stderr.decode()
+    assert p.returncode == 2 and err.splitlines()[0] == (
+        "breakglass: error: invalid value for '--output' / '-o': 'yaml' is not one of 'text', 'json', 'junit', "
+        "'sarif'"), err
+    assert "Value error" not in err

@@ -176,3 +176,16 @@ def test_the_wizard_offers_it_first_for_a_manifest_based_culprit_and_plans_it_ov
     remedy, steps, word, _refs = wizard._plan(None, "static-manifests", "ssh", access, targets, [], wizard.Typed())
     assert word == HOOK and [s.target for s in steps] == [f"cp1:{d / 'a.yaml'}"]
     assert "+  failurePolicy: Ignore" in steps[0].diff
+
+
+def test_the_report_names_what_was_given_and_nothing_that_was_not(tmp_path):
+    """report.md's target lists what the run acted on; an option not given is left out, never `context: None`
+    (issue 37 §9)."""
+    d = _dir(tmp_path)
+    state = tmp_path / "s"
+    run = json.loads(_recover(d, state, "--webhook", HOOK, "--yes").stdout)["result"]["run"]
+    run_cli("revert", run, "--state-dir", str(state), "--yes", "--re-arm")
+    report = (state / "runs" / run / "report.md").read_text()
+    target = report.split("## Target", 1)[1].split("##", 1)[0]
+    assert f"- webhooks: {HOOK}" in target and f"- dirs: {d}" in target, target
+    assert "None" not in target and "[]" not in target and "['" not in target, target

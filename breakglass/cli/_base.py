@@ -4,6 +4,7 @@ Errors are mapped to exit codes in exactly one place, ``_run``. Core modules are
 functions so ``--help`` stays fast."""
 
 import enum
+import re
 import sys
 import traceback
 from typing import Any, Callable, List, Optional
@@ -174,6 +175,8 @@ def usage_error(message: str, command: str, output: Output) -> None:
     """click's usage errors (a missing value, an unknown option) as every other error: one line, and a hint
     naming the command's help, instead of click's usage block."""
     msg = " ".join(message.split()).rstrip(".")  # click lists choices on lines of their own
+    # pydantic's wording, which Typer 0.29 passes on for a bad choice: "Value error, 'yaml' is not one of ..."
+    msg = re.sub(r"(?i)\bvalue error, ", "", msg)
     _emit_error("bad-input", msg[:1].lower() + msg[1:] if msg[:2] != msg[:2].upper() else msg,
                 int(ExitCode.BAD_INPUT), output, f"`{command} --help` shows the options")
 

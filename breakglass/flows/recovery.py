@@ -702,7 +702,9 @@ def report(run: Run) -> str:
     lines = [f"# breakglass run {run.id}", "", f"- kind: {st.kind}", f"- method: {st.method or '-'}",
              f"- status: **{st.status}**", f"- started: {st.started}", ""]
     if st.target:
-        lines += ["## Target", ""] + [f"- {k}: {v}" for k, v in st.target.items()] + [""]
+        # what was not given is left out ("context: None" reads as a context named None)
+        lines += ["## Target", ""] + [f"- {k}: {', '.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+                                      for k, v in st.target.items() if v not in (None, "", [], {})] + [""]
     lines += ["## Changes", ""]
     for s in st.steps:
         lines.append(f"### {s.step.id}: {s.step.summary}")
