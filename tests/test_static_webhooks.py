@@ -106,6 +106,8 @@ def test_unknown_names_missing_dirs_and_bad_files_are_one_line_and_change_nothin
                        ((), "name the manifest-based webhook"),):
         p = _recover(d, tmp_path / "s", *args, "--yes")
         assert p.returncode == 2 and says in p.stderr.decode(), p.stderr.decode()
+    p = _recover(d, tmp_path / "s", "--webhook", "deny.gaurd.example.com", "--yes")  # a typo
+    assert p.returncode == 2 and f"did you mean {HOOK}?" in p.stderr.decode(), p.stderr.decode()
     p = run_cli("recover", "static-manifests", "--static-manifests", str(tmp_path / "missing"), "--webhook", HOOK)
     assert p.returncode == 2 and "no such directory" in p.stderr.decode()
     (d / "c.yaml").write_text("webhooks: [unclosed\n")

@@ -176,8 +176,11 @@ class StaticWebhooks(nodefile.Nodes):
                         data={"host": host, "path": path, "before_sha": sha(raw), "after_sha": sha(new.encode()),
                               "after": new, "policies": before}))
             if not found:
+                known = sorted({part for k in seen for part in k.split("/", 1)})
+                close = [m for n in sorted(names) for m in difflib.get_close_matches(n, known, 1, 0.8)]
                 raise BadInput(f"{host}: no manifest-based webhook named {', '.join(sorted(names))} in "
-                               f"{', '.join(dirs)} (found: {', '.join(sorted(set(seen)))[:300] or 'none'})")
+                               f"{', '.join(dirs)}" + (f"; did you mean {', '.join(close)}?" if close else
+                                                       f" (found: {', '.join(sorted(set(seen)))[:300] or 'none'})"))
             if not any(s.data["host"] == host for s in steps):
                 self.skipped.append(host)
         return steps
