@@ -20,6 +20,10 @@ def test_up_status_down_with_a_real_etcd(tmp_path):
     try:
         assert st["running"] and st["flags"] == f"--etcd-endpoints {st['endpoint']}"
         assert oct(os.stat(d).st_mode & 0o777) == "0o700"
+        # the text names the wizard first among what to do next, within 80 columns (issue 37 §5)
+        text = run_cli("sandbox", "status", "--dir", d, env={"COLUMNS": "80"}).stdout.decode()
+        nexts = text.split("next:\n", 1)[1].splitlines()
+        assert nexts[0].split()[:2] == ["breakglass", "wizard"] and len(nexts[0]) <= 80, text
         again = json.loads(run_cli("sandbox", "up", "--dir", d, "-o", "json").stdout)["result"]
         assert again["pid"] == st["pid"]  # idempotent: the same etcd
         w = run_cli("webhooks", "--etcd-endpoints", st["endpoint"], "-o", "json")

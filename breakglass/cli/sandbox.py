@@ -294,6 +294,7 @@ def _render_sandbox(st: dict) -> str:
     out.append(f"  etcd (pid {st['pid']}): {st['flags']}")
     out += [f"  {k}: {v}" for k, v in st["files"].items()]
     out.append("next:")
+    out.append("  breakglass wizard                  (all of it, step by step; way in: sandbox)")
     out.append(f"  breakglass diagnose {st['files'].get('apiserver_log', '')}")
     out.append(f"  breakglass audit {st['flags']}")
     if api:
