@@ -375,3 +375,20 @@ def test_a_stuck_start_no_line_ties_to_a_webhook_offers_no_way_out_unless_asked(
     text = "\n".join(p.transcript)
     assert "no line ties it to a webhook" in text and "no webhook way out is proposed" in text
     assert "Which way out?" not in text and "How can you reach the cluster?" not in text
+
+
+def test_which_configuration_has_a_way_back(state, tmp_path):
+    """No culprit in the log: the configuration is chosen from what etcd holds, and that list has a way back to
+    the ways out (it was a dead end only Ctrl-C left, issue 37 §3); nothing is changed."""
+    sandbox.up(sandbox.default_dir(state))
+    before = _etcd_values(state)
+    healthy = tmp_path / "healthy.log"
+    healthy.write_text("I0501 10:00:00.000000       1 server.go:100] \"Serving securely\" address=\"[::]:6443\"\n")
+    p = ScriptedPrompter([str(healthy), "sandbox", "etcd", "back", "back", "quit"])
+    with pytest.raises(Declined):
+        wizard.run(p, state)
+    said = "\n".join(p.transcript)
+    listed = said.split("Which configuration?", 1)[0].rsplit("Which way out?", 1)[1]  # choices come first
+    assert "  - back: another way out" in listed, said
+    assert said.count("Which way out") == 2  # back at the ways out after it
+    assert _etcd_values(state) == before

@@ -810,7 +810,10 @@ def _pick_configurations(p: Prompter, a: planner.Access, method: str, targets: l
     kinds = {"ValidatingWebhookConfiguration": "validating", "MutatingWebhookConfiguration": "mutating"}
     pick = p.select("Which configuration?", [
         Choice(f"{kinds.get(c.kind, 'validating')}/{c.name}", f"{c.name} ({c.kind})", None,
-               ", ".join(f"{w.name}: failurePolicy {w.failure_policy}" for w in c.webhooks)) for c in configs])
+               ", ".join(f"{w.name}: failurePolicy {w.failure_policy}" for w in c.webhooks)) for c in configs]
+        + [Choice("back", "back: another way out")])  # never a dead end (issue 37 §3)
+    if pick == "back":
+        raise _Back()
     chosen = next(c for c in configs if f"{kinds.get(c.kind, 'validating')}/{c.name}" == pick)
     return [{"kind": pick.split("/")[0], "configuration": chosen.name, "webhook": w.name} for w in chosen.webhooks]
 
