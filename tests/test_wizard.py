@@ -392,3 +392,28 @@ def test_which_configuration_has_a_way_back(state, tmp_path):
     assert "  - back: another way out" in listed, said
     assert said.count("Which way out") == 2  # back at the ways out after it
     assert _etcd_values(state) == before
+
+
+def test_an_etcd_endpoint_and_an_apiserver_port_are_checked_where_they_are_typed(state):
+    """A typo in the etcd endpoint is asked again before the CA, cert and key are; an apiserver to watch where
+    nothing listens is said at once (not after a 5-minute `not answering` wait), and taken when typed again
+    (issue 37 §4)."""
+    import socket
+
+    sb = sandbox.up(sandbox.default_dir(state))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    p = ScriptedPrompter([LOG, "etcd", "htps//127.0.0.1:50389", sb.endpoint, "", "", "",
+                          f"https://127.0.0.1:{dead}", "", "back", "quit"])
+    with pytest.raises(Declined):
+        wizard.run(p, state)
+    said = "\n".join(p.transcript)
+    typo = said.index("! not an etcd endpoint: 'htps//127.0.0.1:50389'")
+    assert typo < said.index("etcd CA file"), said
+    assert f"! nothing listens at 127.0.0.1:{dead} (connection refused)" in said, said
+    again = ScriptedPrompter([LOG, "etcd", sb.endpoint, "", "", "", f"https://127.0.0.1:{dead}",
+                              f"https://127.0.0.1:{dead}", "back", "quit"])
+    with pytest.raises(Declined):
+        wizard.run(again, state)
+    assert "\n".join(again.transcript).count("! nothing listens") == 1  # typed again: taken

@@ -164,6 +164,23 @@ def _unix_path(ep: str) -> str | None:
     return path
 
 
+def endpoints_problem(text: str) -> str | None:
+    """Why a typed list of etcd endpoints cannot be one (a wizard asks again at once), or None."""
+    eps = [e.strip() for e in text.split(",") if e.strip()]
+    if not eps:
+        return "at least one endpoint is needed (https://127.0.0.1:2379)"
+    for ep in eps:
+        try:
+            if _unix_path(ep) is not None:
+                continue
+            _host, port, _tls = _parse_endpoint(ep)
+        except BadInput as e:
+            return str(e)
+        if not 0 < port < 65536:
+            return f"{ep!r}: the port is not a number from 1 to 65535"
+    return None
+
+
 def _absolute_unix(ep: str) -> str:
     """A unix endpoint with its path made absolute (what a journal records, to reach it again from anywhere)."""
     path = _unix_path(ep)

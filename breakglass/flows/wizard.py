@@ -524,8 +524,11 @@ def _access(p: Prompter, state: str | None, timeout: float, typed: Typed) -> pla
             else:
                 a.manifest = sb.apiserver["manifest"]
     elif how == "etcd":
+        from breakglass.access.etcd import endpoints_problem  # noqa: PLC0415
+
+        # checked where it is typed: a typo (htps//host) is asked again before the CA, cert and key are
         eps = _ask(p, typed, "etcd_endpoints", "etcd endpoints (a,b,c):",
-                   os.environ.get("ETCDCTL_ENDPOINTS", "https://127.0.0.1:2379"))
+                   os.environ.get("ETCDCTL_ENDPOINTS", "https://127.0.0.1:2379"), endpoints_problem)
         ca = _ask(p, typed, "etcd_ca", "etcd CA file (empty: none):", os.environ.get("ETCDCTL_CACERT", ""),
                   _file_or_empty)
         cert = _ask(p, typed, "etcd_cert", "etcd client cert (empty: none):",
@@ -693,8 +696,47 @@ def _port_or_empty(text: str) -> str | None:
 
 def _optional_url(p: Prompter, typed: Typed, default: str = "") -> list[str]:
     p.say("Which apiserver should breakglass watch for /readyz afterwards? A URL or host; Enter alone skips.")
-    url = _ask(p, typed, "readyz", "Apiserver to watch:", default, _url_problem)
+    refused: set[str] = set()
+
+    def check(text: str) -> str | None:
+        """The URL's form, then whether anything listens there: a wrong port (:4980) is said at once instead of
+        after a 5-minute wait; typed again, it is taken (an apiserver between restarts refuses too)."""
+        problem = _url_problem(text)
+        if problem or not text.strip() or text.strip() in refused:
+            return problem
+        why = _refused(text.strip())
+        if why:
+            refused.add(text.strip())
+            return f"{why}; check the port (kubeadm, Talos: 6443), or type it again to watch it anyway"
+        return None
+
+    url = _ask(p, typed, "readyz", "Apiserver to watch:", default, check)
     return [url] if url else []
+
+
+def _refused(text: str) -> str | None:
+    """"nothing listens at HOST:PORT" when a TCP connection there is refused at once or the name does not
+    resolve; None when it connects or only times out (a load balancer, a slow network: not a wrong port)."""
+    import socket  # noqa: PLC0415
+    import urllib.parse  # noqa: PLC0415
+
+    u = urllib.parse.urlsplit(text if "://" in text else "https://" + text)
+    host = u.hostname or ""
+    if u.port:
+        port = u.port
+    elif "://" in text:
+        port = 443 if u.scheme == "https" else 80
+    else:
+        port = 6443  # a bare host is watched at https://HOST:6443 (access.readyz.url_for)
+    try:
+        with socket.create_connection((host, port), timeout=1.5):
+            return None
+    except socket.gaierror:
+        return f"{host}: no such host"
+    except ConnectionRefusedError:
+        return f"nothing listens at {host}:{port} (connection refused)"
+    except OSError:
+        return None
 
 
 def _pick_context(p: Prompter, kubeconfig: str | None) -> str:
