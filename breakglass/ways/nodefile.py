@@ -40,14 +40,21 @@ def wait_until(node, script: str, timeout: float, on_wait, waiting: str, unverif
     from breakglass.ways.base import Unverified  # noqa: PLC0415
 
     deadline = time.monotonic() + timeout
-    while True:
-        if node.run(script).out.strip():
-            return done
-        if time.monotonic() >= deadline:
-            return Unverified(f"applied, not verified: {unverified}")
-        if on_wait:
-            on_wait(f"{int(deadline - time.monotonic())}s left: {waiting}")
-        time.sleep(2)
+    try:
+        while True:
+            if node.run(script).out.strip():
+                return done
+            if time.monotonic() >= deadline:
+                return Unverified(f"applied, not verified: {unverified}")
+            if on_wait:
+                on_wait(f"{int(deadline - time.monotonic())}s left: {waiting}")
+            time.sleep(2)
+    except KeyboardInterrupt as e:
+        if e.args:  # SIGTERM or SIGHUP, raised as an interrupt (cli._signals_as_interrupts): the run ends
+            raise
+        # Ctrl-C stops the wait, not the run: the file is written and journaled, the run goes on to its /readyz
+        # wait and its result, as the /readyz spinner's Ctrl-C does (issue 37 §5)
+        return Unverified(f"applied, not verified: the wait was stopped (Ctrl-C); {unverified}")
 
 
 def sha(data: bytes) -> str:
