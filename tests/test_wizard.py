@@ -89,7 +89,24 @@ def test_ctrl_c_at_a_prompt_is_interrupted_with_a_hint(state):
 
     with pytest.raises(Interrupted) as e:
         wizard.run(CtrlC([LOG]), state)
-    assert "breakglass revert" in e.value.hint
+    assert e.value.hint.startswith("no run of breakglass has a change left to revert"), e.value.hint
+
+
+def test_ctrl_c_after_a_change_names_the_run_to_revert(state):
+    """The second Ctrl-C (the wizard started again over an open run, then stopped) names the run (issue 37 §3)."""
+    from breakglass.core import journal
+
+    sandbox.up(sandbox.default_dir(state))
+    assert wizard.run(ScriptedPrompter([LOG, "sandbox", "etcd", CFG, False]), state) == 8  # kept, not reverted
+    run_id = journal.list_runs(state)[-1].id
+
+    class CtrlC(ScriptedPrompter):
+        def select(self, message, choices):
+            raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted) as e:
+        wizard.run(CtrlC([]), state)
+    assert f"`breakglass revert {run_id}` undoes it" in e.value.hint, e.value.hint
 
 
 def test_planner_orders_options_and_explains_missing_access():

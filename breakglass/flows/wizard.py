@@ -40,8 +40,27 @@ def run(p: Prompter, state: str | None = None, timeout: float = 3.0) -> int:
     try:
         return _flow(p, state, timeout)
     except KeyboardInterrupt:
-        raise Interrupted("wizard interrupted", hint="`breakglass runs` shows any change made; "
-                                                    "`breakglass revert` undoes it; `breakglass` starts again") from None
+        raise Interrupted("wizard interrupted", hint=_interrupted_hint(state)) from None
+
+
+def _interrupted_hint(state: str | None) -> str:
+    """What Ctrl-C leaves: the run that changed the cluster and is not reverted, by name (issue 37 §3), or that
+    nothing was changed."""
+    from breakglass.core import journal  # noqa: PLC0415
+    from breakglass.ways import driver  # noqa: PLC0415
+
+    try:
+        for run in reversed(journal.list_runs(state)):
+            try:
+                st = driver.replay(run)
+            except (BreakglassError, OSError, ValueError):
+                continue
+            if st.status != "reverted" and any(s.backup for s in st.steps):
+                return (f"run {run.id} changed the cluster and is not reverted: `breakglass revert {run.id}` undoes "
+                        f"it; `breakglass` starts again")
+    except (BreakglassError, OSError):
+        pass
+    return "no run of breakglass has a change left to revert; `breakglass` starts again"
 
 
 @dataclass
