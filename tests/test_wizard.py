@@ -434,3 +434,19 @@ def test_an_etcd_endpoint_and_an_apiserver_port_are_checked_where_they_are_typed
     with pytest.raises(Declined):
         wizard.run(again, state)
     assert "\n".join(again.transcript).count("! nothing listens") == 1  # typed again: taken
+
+
+def test_the_manual_commands_carry_what_was_typed_and_quote_what_came_from_a_log():
+    """The etcdctl commands shown by hand name the endpoints and TLS files typed for the way in (they left them
+    out, issue 37 §9); a name read from a log is quoted for the shell."""
+    from breakglass.access.etcd import EtcdSettings
+    from breakglass.flows import recovery
+
+    access = planner.Access(etcd=recovery.EtcdTarget(EtcdSettings(("https://10.0.0.2:2379",), "/pki/ca.crt",
+                                                                  "/pki/c.crt", "/pki/c.key")))
+    text = wizard._manual([{"configuration": "x;rm -rf /", "etcd_key": "/registry/validatingwebhookconfigurations/x;rm"}],
+                          access)
+    etcd = next(line for line in text.splitlines() if "etcdctl" in line)
+    assert ("etcdctl --endpoints=https://10.0.0.2:2379 --cacert=/pki/ca.crt --cert=/pki/c.crt --key=/pki/c.key get "
+            "'/registry/validatingwebhookconfigurations/x;rm'") in etcd, etcd
+    assert "'x;rm -rf /'" in text

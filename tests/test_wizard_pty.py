@@ -92,7 +92,8 @@ def test_unreachable_etcd_and_a_mistyped_path_never_end_the_wizard(state):
         w.answer("", erase=True)
     w.expect("NOT reachable")
     w.expect("No way out can be used")
-    w.expect(r"etcdctl get /registry/validatingwebhookconfigurations/" + CFG)  # the manual way, with the real key
+    # the manual way, with the real key and the endpoint typed above
+    w.expect(r"etcdctl --endpoints=http://127\.0\.0\.1:\d+ get /registry/validatingwebhookconfigurations/" + CFG)
     w.expect("Which way out")
     w.child.send(DOWN + "\r")  # every way greyed out: the manual commands, then back (to another way in)
     w.way_in("kubeconfig")  # back at the way in, nothing lost

@@ -112,7 +112,8 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
             p.say(f"  {pr.name}: {'reachable' if pr.reachable else 'NOT reachable'}: {pr.detail}")
         while True:
             chosen = _choose_way(p, planner.options(probes, have_targets=True, family=family,
-                                                    distros=access.distros, static=_static(targets)), targets)
+                                                    distros=access.distros, static=_static(targets)), targets,
+                                 access)
             if chosen is None:
                 break  # back to the ways in, with what was typed
             method, variant = chosen
@@ -166,7 +167,7 @@ def _static(targets: list[dict]) -> bool:
     return bool(targets) and all(str(t.get("configuration") or "").endswith(STATIC_SUFFIX) for t in targets)
 
 
-def _choose_way(p: Prompter, opts, targets: list[dict]):
+def _choose_way(p: Prompter, opts, targets: list[dict], access=None):
     """(way, variant) from the registry's verdicts, or None to go back to the ways in. Unusable ways are shown
     greyed out with the reason; the manual commands are one choice away."""
     choices = [Choice(o.method, f"{o.method}{' (' + o.label + ')' if o.label else ''}: {o.summary}",
@@ -175,7 +176,7 @@ def _choose_way(p: Prompter, opts, targets: list[dict]):
                for o in opts]
     if not any(o.available for o in opts):
         p.say("No way out can be used with this access. By hand, the same ways are:")
-        p.say(_manual(targets))
+        p.say(_manual(targets, access))
         p.say("Or go back to another way in (the last choice below); what you typed is kept.")
     choices += [Choice("manual", "show the commands to do it by hand"),
                 Choice("back", "back: another way in (what you typed is kept)")]
@@ -184,7 +185,7 @@ def _choose_way(p: Prompter, opts, targets: list[dict]):
         if pick == "back":
             return None
         if pick == "manual":
-            p.say(_manual(targets))
+            p.say(_manual(targets, access))
             continue
         o = next(o for o in opts if o.method == pick)
         return o.method, o.variant
@@ -797,17 +798,26 @@ def _short(reason: str | None) -> str | None:
     return reason if len(reason) <= 36 else reason[:35].rsplit(" ", 1)[0] + "…"
 
 
-def _manual(targets: list[dict]) -> str:
+def _manual(targets: list[dict], access=None) -> str:
+    """The ways out by hand; etcdctl with the endpoints and TLS files typed for the way in (ETCDCTL_* alike)."""
+    import shlex  # noqa: PLC0415
+
     name = targets[0]["configuration"] if targets else "NAME"
     key = targets[0].get("etcd_key") if targets else f"/registry/validatingwebhookconfigurations/{name}"
+    settings = getattr(getattr(access, "etcd", None), "settings", None)
+    etcdctl = "etcdctl"
+    if settings is not None and not settings.route:
+        etcdctl += f" --endpoints={shlex.quote(','.join(settings.endpoints))}" + "".join(
+            f" --{flag}={shlex.quote(path)}" for flag, path in (("cacert", settings.cacert), ("cert", settings.cert),
+                                                                ("key", settings.key)) if path)
     return "\n".join([
-        f"  $ kubectl patch validatingwebhookconfiguration {name} --type=json "
+        f"  $ kubectl patch validatingwebhookconfiguration {shlex.quote(name)} --type=json "
         "-p '[{\"op\":\"replace\",\"path\":\"/webhooks/0/failurePolicy\",\"value\":\"Ignore\"}]'",
         "  $ talosctl -n NODE patch machineconfig --mode=no-reboot -p "
         "'{\"cluster\":{\"apiServer\":{\"extraArgs\":{\"disable-admission-plugins\":\"ValidatingAdmissionWebhook\"}}}}'",
         "  # kubeadm: add - --disable-admission-plugins=ValidatingAdmissionWebhook to "
         "/etc/kubernetes/manifests/kube-apiserver.yaml",
-        f"  $ etcdctl get {key} -w json > backup.json && etcdctl del {key}",
+        f"  $ {etcdctl} get {shlex.quote(key)} -w json > backup.json && {etcdctl} del {shlex.quote(key)}",
     ])
 
 
