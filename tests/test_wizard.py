@@ -450,3 +450,20 @@ def test_the_manual_commands_carry_what_was_typed_and_quote_what_came_from_a_log
     assert ("etcdctl --endpoints=https://10.0.0.2:2379 --cacert=/pki/ca.crt --cert=/pki/c.crt --key=/pki/c.key get "
             "'/registry/validatingwebhookconfigurations/x;rm'") in etcd, etcd
     assert "'x;rm -rf /'" in text
+
+
+def test_a_restart_gap_while_planning_keeps_the_choices_and_says_why(state):
+    """The plan is retried through a restart gap: the configuration and the change chosen are kept, and the
+    engineer is told why nothing is asked again (they were asked again with the choice reset, issue 37 §3)."""
+    from breakglass.access.etcd import EtcdSettings
+    from breakglass.flows import recovery
+
+    sb = sandbox.up(sandbox.default_dir(state))
+    access = planner.Access(etcd=recovery.EtcdTarget(EtcdSettings((sb.endpoint,))))
+    answered: dict = {}
+    first = ScriptedPrompter([f"validating/{CFG}"])
+    wizard._plan(first, "etcd", "etcd", access, [], [], wizard.Typed(), None, answered)
+    again = ScriptedPrompter([])  # asks nothing: a question would fail here
+    _remedy, steps, word, _refs = wizard._plan(again, "etcd", "etcd", access, [], [], wizard.Typed(), None, answered)
+    assert word == CFG and steps
+    assert any("between restarts: the same configuration" in line for line in again.transcript), again.transcript

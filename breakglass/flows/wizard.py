@@ -120,9 +120,10 @@ def _flow(p: Prompter, state: str | None, timeout: float) -> int:
             planned = list(targets)  # what the plan acts on (picked from the cluster too): the lasting fix names it
             # asked once, before the planning a restart gap may retry
             try_for = _try_for(p, family) if method == "talos" and variant != "file" else None
+            answered: dict = {}  # what _plan asked, kept across the retries of a restart gap
             try:
                 remedy, steps, confirm_word, refs = retry.call(
-                    lambda: _plan(p, method, variant, access, planned, plugins, typed, try_for),
+                    lambda: _plan(p, method, variant, access, planned, plugins, typed, try_for, answered),
                     time.monotonic() + RETRY_SECONDS, p.progress, what="the cluster")
             except _Back:
                 continue
@@ -890,16 +891,25 @@ def _pick_configurations(p: Prompter, a: planner.Access, method: str, targets: l
 
 
 def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: list[dict], plugins: list[str],
-          typed: Typed, try_for: str | None = None):
-    """The way out's plan for this access, through the variant the registry chose for it (ways.registry)."""
+          typed: Typed, try_for: str | None = None, answered: dict | None = None):
+    """The way out's plan for this access, through the variant the registry chose for it (ways.registry).
+    ``answered`` keeps the choices made here across the retries of a restart gap: asked once, not again with the
+    earlier choice reset (issue 37 §3)."""
+    answered = {} if answered is None else answered
     if method in ("etcd", "kubeapi"):
-        targets[:] = _pick_configurations(p, a, method, targets)  # the lasting fix names what was chosen
+        if "targets" not in answered:
+            answered["targets"] = _pick_configurations(p, a, method, targets)
+        else:
+            p.say("(the apiserver was between restarts: the same configuration and change as chosen)")
+        targets[:] = answered["targets"]  # the lasting fix names what was chosen
         refs = list(dict.fromkeys(f"{t['kind']}/{t['configuration']}" for t in targets))
-        action = "" if method == "etcd" else p.select("Which change?", [
-            Choice("ignore", "failurePolicy Ignore (least invasive)"),
-            Choice("exclude", "add matchConditions that skip bootstrap objects"),
-            Choice("delete", "delete the configuration"),
-            Choice("back", "back: another way out")])
+        if "action" not in answered:
+            answered["action"] = "" if method == "etcd" else p.select("Which change?", [
+                Choice("ignore", "failurePolicy Ignore (least invasive)"),
+                Choice("exclude", "add matchConditions that skip bootstrap objects"),
+                Choice("delete", "delete the configuration"),
+                Choice("back", "back: another way out")])
+        action = answered["action"]
         if action == "back":
             raise _Back()
 
