@@ -29,7 +29,8 @@ class ExitCode(IntEnum):
 EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.OK: "success; for diagnose and audit: nothing found",
     ExitCode.FAILURE: "unexpected failure (a bug: still no traceback without --verbose)",
-    ExitCode.BAD_INPUT: "bad usage or bad input (unreadable file, invalid YAML, unknown name)",
+    ExitCode.BAD_INPUT: "bad usage or bad input (unreadable file, invalid YAML, unknown name, a log no Kubernetes "
+                        "component wrote)",
     ExitCode.FOUND: "diagnose or audit found a problem that needs action",
     ExitCode.PRECONDITION: "precondition failed: the target changed since it was read",
     ExitCode.UNREACHABLE: "cannot reach or authenticate to a target (etcd, SSH, Talos API, apiserver)",

@@ -176,14 +176,18 @@ _LOG_LIKE = re.compile(
     rb"|\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d"
     rb"|(?m:^[^\n]{0,40}?[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d )"
     rb"|Error from server")
-# A line a Kubernetes component writes: a klog header with its caller (text, or inside journald's, a ticket's or
-# k0s' wrapping), klog's JSON (a numeric "ts"; etcd's own JSON log has an ISO one), an audit event, a webhook's
-# failure in any words, a /readyz?verbose body, or kubectl's error
-K8S_LINE = re.compile(rb"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\s\]]+:\d+\]"
-                      rb'|"ts"\s*:\s*\d|"auditID"|audit\.k8s\.io/v1|[Ff]ailed calling webhook|failing (?:closed|open)'
-                      # a /readyz?verbose body, kubectl's and a probe's words
-                      rb"|\[[+-]\](?:ping|log|etcd|informer-sync|poststarthook/)|(?:readyz|healthz|livez) check failed"
-                      rb"|Error from server")
+# A line of the Kubernetes world, in any of its log formats: klog (its header, or only its `file.go:N]` caller when
+# a paste cut the header), klog's JSON (a numeric "ts"; etcd's own JSON log has an ISO one), an audit event,
+# logrus (k3s, RKE2, k0s: `level=info msg=`), zap/controller-runtime (operators, webhook backends), hclog (Vault's
+# injector), Go's standard log, kubectl's output and errors, a /readyz?verbose body, and a webhook's failure in any
+# words. A file with none of these (dpkg's log, etcd's own, an unrelated service's) is not what diagnose reads.
+K8S_LINE = re.compile(rb"\b[\w-]+\.go:\d+\]|\"ts\"\s*:\s*\d|\"auditID\"|audit\.k8s\.io/v1"
+                      rb"|\blevel=\w+ msg=|\"logger\"\s*:|\t(?:INFO|ERROR|WARN|DEBUG)\t|controller-runtime"
+                      rb"|(?m:^\d{4}-\d\d-\d\dT\S+\s+(?:INFO|ERROR|WARN|DEBUG)\s)"
+                      rb"|\[(?:INFO|WARN|ERROR|DEBUG)\] +\w+:|(?m:^\S*\s*\d{4}/\d\d/\d\d \d\d:\d\d:\d\d )"
+                      rb"|Error from server|(?m:^Events:)|\bkubectl\b|(?:readyz|healthz|livez) check failed"
+                      rb"|\[[+-]\](?:ping|log|etcd|informer-sync|poststarthook/)"
+                      rb"|[Ff]ailed calling webhook|failing (?:closed|open)|admission webhook")
 _K8S_OBJECT = re.compile(rb"(?m)^(?:apiVersion|kind):\s*\S|^\s*\{\s*\"(?:apiVersion|kind)\"")
 
 
@@ -215,7 +219,7 @@ def require_log(diag: Diagnosis) -> None:
         # a log, but no Kubernetes component wrote it (dpkg's, etcd's own): "nothing found" would be a false
         # all-clear; exit 2, like any input that is not what diagnose reads
         raise BadInput(f"{names}: {s.lines} line(s), none written by kube-apiserver or another Kubernetes component "
-                       f"(no klog or Kubernetes JSON line): nothing to diagnose",
+                       f"(no line in a format they log in): nothing to diagnose",
                        hint="kube-apiserver's log: `talosctl logs kube-apiserver`, /var/log/pods/kube-system_kube-"
                             "apiserver-*/, `journalctl -u k3s`")
     if s.log_like:
