@@ -10,6 +10,20 @@ import pytest
 from breakglass.diagnose.engine import Options, diagnose_sources
 from breakglass.logs.sources import LogSource
 
+
+def _ctrl_c_reaches_the_children() -> None:
+    """A shell starts a background job (`make test &`, a CI runner's detached step) with SIGINT ignored, and an
+    ignored signal stays ignored across exec: every breakglass the tests start would then ignore the Ctrl-C the
+    tests send it (a pty's ^C, the fault injection's SIGINT), and exit 0 where a person's Ctrl-C gives 130.
+    With a handler here instead, exec resets it to the default in each child."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_ctrl_c_reaches_the_children()
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

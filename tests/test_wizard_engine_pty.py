@@ -490,8 +490,14 @@ def test_ctrl_c_in_the_readyz_wait_goes_on_to_the_fix_and_the_revert_question(de
     t.answer(INNOCENT)
     t.expect("Waiting for /readyz after the change")
     t.expect("s left")  # the countdown: the wait is under way
-    t.child.sendcontrol("c")
-    t.expect("Stopped waiting for /readyz")
+    for attempt in range(3):
+        t.child.sendcontrol("c")
+        try:
+            t.expect("Stopped waiting for /readyz", timeout=20)
+            break
+        except AssertionError:  # still counting down 20 s later: that ^C never arrived (a loaded CI machine)
+            if attempt == 2:
+                raise
     t.expect("The lasting fix")
     t.expect("Revert the temporary change now")
     t.child.sendcontrol("c")  # the second one leaves
