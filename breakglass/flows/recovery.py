@@ -244,12 +244,11 @@ def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=
         return KubeapiPatch(kubeapi.connect(kubeconfig, context), action=t.get("action", "ignore"),
                             kubeconfig=kubeconfig, context=context)
     if state.method == "kubeadm":
-        from breakglass.ways.kubeadm_flags import KubeadmFlags  # noqa: PLC0415
+        from breakglass.ways.kubeadm_flags import NODE_BACKUP_DIR, KubeadmFlags  # noqa: PLC0415
 
         t = state.target
-        nodes = _run_nodes(t, ssh)
-        return KubeadmFlags(nodes, t.get("manifest"), t.get("plugins") or [], 0, bool(t.get("local")),
-                            t.get("backup_dir") or "/etc/kubernetes/breakglass-backup")
+        return KubeadmFlags(_run_nodes(t, ssh), t.get("manifest"), t.get("plugins") or [], 0, bool(t.get("local")),
+                            t.get("backup_dir") or NODE_BACKUP_DIR)
     if state.method == "static-manifests":
         from breakglass.ways.static_webhooks import KUBEADM_MANIFEST, NODE_BACKUP_DIR, StaticWebhooks  # noqa: PLC0415
 
@@ -287,6 +286,11 @@ def remedy_for(state: driver.RunState, etcd: EtcdTarget | None, talos=None, ssh=
             etcd = EtcdTarget(etcd.settings, prefix)
         return EtcdDelete(etcd.connect(), prefix=prefix)
     raise BadInput(f"run {state.run}: method {state.method!r} cannot be reverted by this version")
+
+
+# the ways whose revert re-arms exactly the webhooks in the run's own backups (objects or files); the flag ways turn
+# every fail-closed webhook in the cluster back on
+_REARMS_FROM_BACKUPS = ("etcd", "kubeapi", "static-manifests")
 
 
 def _run_nodes(target: dict, ssh=None) -> dict:
@@ -380,7 +384,7 @@ def _guard_reading(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, 
     # turns every fail-closed webhook back on) say; the Services the diagnosis named only where neither can
     cluster = None
     unread: list = []  # backed-up steps whose object could not be read (etcd, kubeapi)
-    if st.method in ("etcd", "kubeapi", "static-manifests"):  # what the revert puts back is in the run's backups
+    if st.method in _REARMS_FROM_BACKUPS:
         hooks = revert_guard.hooks_from_backups(run, st, unread)
         read = True
     else:
@@ -393,7 +397,7 @@ def _guard_reading(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, 
         verdict.blind = True
         verdict.unchecked = ("nothing to read the cluster's webhooks through: " + found.describe_miss()
                              + "; give --kubeconfig (or --etcd-endpoints)")
-    elif st.method not in ("etcd", "kubeapi", "static-manifests") and not hooks:
+    elif st.method not in _REARMS_FROM_BACKUPS and not hooks:
         verdict.nothing_armed = f"no fail-closed webhook in the cluster (read through {verdict.read_through})"
         verdict.unchecked = ""
     elif not hooks and not journaled and not unread:

@@ -32,6 +32,7 @@ from breakglass.core.runstates import EDITED
 from breakglass.diagnose.model import BOOTSTRAP
 from breakglass.present.prompts import Choice, Prompter
 from breakglass.text.admission_flags import WEBHOOK_PLUGINS
+from breakglass.ways.kubeadm_flags import DEFAULT_MANIFEST as KUBEADM_MANIFEST
 
 WAIT_SECONDS = 300.0
 
@@ -610,7 +611,7 @@ def _access(p: Prompter, state: str | None, timeout: float, typed: Typed) -> pla
         # with 401 only)
     else:
         a.manifest = os.path.abspath(os.path.expanduser(_ask(p, typed, "manifest", "kube-apiserver manifest:",
-                                                             "/etc/kubernetes/manifests/kube-apiserver.yaml",
+                                                             KUBEADM_MANIFEST,
                                                              _readable_required)))
         a.readyz_urls = _optional_url(p, typed, readiness.manifest_url(a.manifest))
     return a
@@ -816,8 +817,7 @@ def _manual(targets: list[dict], access=None) -> str:
         "-p '[{\"op\":\"replace\",\"path\":\"/webhooks/0/failurePolicy\",\"value\":\"Ignore\"}]'",
         "  $ talosctl -n NODE patch machineconfig --mode=no-reboot -p "
         "'{\"cluster\":{\"apiServer\":{\"extraArgs\":{\"disable-admission-plugins\":\"ValidatingAdmissionWebhook\"}}}}'",
-        "  # kubeadm: add - --disable-admission-plugins=ValidatingAdmissionWebhook to "
-        "/etc/kubernetes/manifests/kube-apiserver.yaml",
+        f"  # kubeadm: add - --disable-admission-plugins=ValidatingAdmissionWebhook to {KUBEADM_MANIFEST}",
         f"  $ {etcdctl} get {shlex.quote(key)} -w json > backup.json && {etcdctl} del {shlex.quote(key)}",
     ])
 
@@ -928,7 +928,7 @@ def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: li
         return remedy, steps, ",".join(r.split("/", 1)[-1] for r in refs), refs
     if method == "static-manifests":
         names = sorted({t.get("webhook") or t["configuration"] for t in targets})
-        remedy, steps = recovery.plan_static(a.ssh_nodes, names, [], "/etc/kubernetes/manifests/kube-apiserver.yaml")
+        remedy, steps = recovery.plan_static(a.ssh_nodes, names, [], KUBEADM_MANIFEST)
         return remedy, steps, ",".join(names), []
     if method == "talos":
         if variant == "file":
@@ -943,7 +943,7 @@ def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: li
             remedy, steps = recovery.plan_kubeadm({"localhost": LocalNode()}, os.path.abspath(a.manifest), plugins,
                                                   180.0, local=True)
         else:
-            remedy, steps = recovery.plan_kubeadm(a.ssh_nodes, "/etc/kubernetes/manifests/kube-apiserver.yaml",
+            remedy, steps = recovery.plan_kubeadm(a.ssh_nodes, KUBEADM_MANIFEST,
                                                   plugins, 180.0)
         return remedy, steps, ",".join(plugins), []
     if method in ("k3s", "rke2"):

@@ -249,7 +249,7 @@ class K3sFlags(nodefile.Nodes):
 
     def apply(self, step: Step, backup: dict) -> dict | None:
         node = self._node(step.data["host"])
-        pause = float(os.environ.get("BREAKGLASS_TEST_PAUSE", "0") or 0)
+        pause = nodefile.pause_for_tests()
         for f in step.data["files"]:
             data = f["after"].encode() if f["kind"] == "dropin" else self._redo(node, step.data["host"], f)
             nodefile.write_remote(node, f["path"], f["before_sha"], data, pause, refuse_links=True)

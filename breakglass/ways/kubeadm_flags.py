@@ -15,9 +15,7 @@ writes flags sorted, and the new flag goes where the sort puts it.
 
 from __future__ import annotations
 
-import difflib
 import json
-import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -205,12 +203,11 @@ def edit(text: str, plugins: list[str], source: str) -> tuple[str, flags.FlagCha
     return set_flags(text, {k: ch.after.get(k) for k in (flags.DISABLE, flags.ENABLE)}, source), ch
 
 
-def write_remote(node, path: str, expected_sha: str, data: bytes, pause: float = 0.0) -> None:
-    nodefile.write_remote(node, path, expected_sha, data, pause)
+MISSING = "no such manifest (not a kubeadm control-plane node?)"
 
 
 def read_remote(node, path: str) -> bytes:
-    return nodefile.read_remote(node, path, "no such manifest (not a kubeadm control-plane node?)")
+    return nodefile.read_remote(node, path, MISSING)
 
 
 def process_with_disable(value: str) -> str:
@@ -229,6 +226,7 @@ def process_with_flag(flag: str) -> str:
 
 class KubeadmFlags(nodefile.Nodes):
     method = "kubeadm"
+    missing = MISSING
 
     def __init__(self, nodes: dict, manifest: str = DEFAULT_MANIFEST, plugins: list[str] = (),
                  verify_timeout: float = 180.0, local: bool = False, backup_dir: str = NODE_BACKUP_DIR) -> None:
@@ -257,8 +255,7 @@ class KubeadmFlags(nodefile.Nodes):
             if not ch.changed:
                 self.skipped.append(host)
                 continue
-            diff = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True),
-                                                where, f"{where} (new)"))
+            diff = nodefile.text_diff(text, new, where, f"{where} (new)")
             steps.append(Step(
                 id=f"s{len(steps) + 1}", target=where, action="edit",
                 summary=f"disable {','.join(plugins)} in {where}", diff=diff,
@@ -267,29 +264,14 @@ class KubeadmFlags(nodefile.Nodes):
         return steps
 
     def backup(self, step: Step, run: Run) -> dict:
-        node = self._node(step.data["host"])
-        text = read_remote(node, step.data["path"])
-        if sha(text) != step.data["before_sha"]:
-            raise PreconditionFailed(f"{step.target} changed since it was read; nothing was written")
-        info = {"manifest": f"{step.id}.kube-apiserver.yaml",
-                "manifest_sha256": run.write_backup(f"{step.id}.kube-apiserver.yaml", text)}
-        remote = f"{self.backup_dir}/{run.id}-{step.id}-{os.path.basename(step.data['path'])}"
-        if os.path.dirname(os.path.abspath(remote)) == os.path.dirname(os.path.abspath(step.data["path"])):
-            raise BadInput("the node backup directory must not be the manifests directory (kubelet runs every file there)")
-        if not self.local:
-            nodefile.copy_to_node(node, self.backup_dir, os.path.basename(remote), text)
-            info["node_copy"] = remote
-        return info
+        return self.backup_file(step, run, f"{step.id}.kube-apiserver.yaml", ("manifest", "manifest_sha256"),
+                                "kubelet runs")
 
     def apply(self, step: Step, backup: dict) -> None:
-        pause = float(os.environ.get("BREAKGLASS_TEST_PAUSE", "0") or 0)
-        write_remote(self._node(step.data["host"]), step.data["path"], step.data["before_sha"],
-                     step.data["after"].encode(), pause)
+        self.write_planned(step)
 
     def verify(self, step: Step) -> str:
-        node = self._node(step.data["host"])
-        if sha(read_remote(node, step.data["path"])) != step.data["after_sha"]:
-            raise PreconditionFailed(f"{step.target} does not read back as written")
+        node = self.read_back(step)
         if self.verify_timeout <= 0:
             return "manifest written; process check skipped"
         flag = f"--{flags.DISABLE}={step.data['disable']}"
@@ -341,11 +323,10 @@ class KubeadmFlags(nodefile.Nodes):
                                   f"altered)")
             if dry_run:
                 return RevertOutcome(step.id, RESTORED, f"would restore {where} byte for byte ({len(original)} bytes)")
-            write_remote(node, path, sha(current), original)
+            nodefile.write_remote(node, path, sha(current), original)
             return RevertOutcome(step.id, RESTORED, f"{where} restored byte for byte as it was before the run")
-        diff = "".join(difflib.unified_diff(step.data["after"].splitlines(True) if isinstance(
-            step.data.get("after"), str) else [], current.decode("utf-8", "replace").splitlines(True),
-            "written by breakglass", f"{where} now"))
+        diff = nodefile.text_diff(step.data["after"] if isinstance(step.data.get("after"), str) else "",
+                                  current.decode("utf-8", "replace"), "written by breakglass", f"{where} now")
         if not force:
             return RevertOutcome(step.id, CONFLICT, f"{where} changed since the run; left as it is", diff)
         # --force on a manifest changed since: only breakglass' own change to the two flags is taken back
@@ -355,11 +336,10 @@ class KubeadmFlags(nodefile.Nodes):
                                                    f"left (it changed since); left as it is", diff)
         text = "\n".join(now.lines)  # the manifest now, as decoded
         new = set_flags(text, want, where)
-        change = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True), f"{where} now",
-                                              f"{where} reverted"))
+        change = nodefile.text_diff(text, new, f"{where} now", f"{where} reverted")
         if dry_run:
             return RevertOutcome(step.id, RESTORED, f"would take back only breakglass' change to the admission flags "
                                                     f"of {where} (--force)", change)
-        write_remote(node, path, sha(current), new.encode())
+        nodefile.write_remote(node, path, sha(current), new.encode())
         return RevertOutcome(step.id, RESTORED, f"{where}: only breakglass' change to the admission flags taken back "
                                                 f"(--force; the manifest's other changes since stay)", change)

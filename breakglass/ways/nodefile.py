@@ -13,7 +13,10 @@ absolute and passed after ``--`` (access.ssh.quoted_path), so none can become an
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import os
+import posixpath
 import time
 
 from breakglass.access.ssh import quoted_path
@@ -26,12 +29,55 @@ class Nodes:
     """Mixin for a remedy that acts on nodes by host name (``self.nodes``: host -> connection)."""
 
     nodes: dict
+    local: bool  # this machine (no node copy of a backup)
+    backup_dir: str  # on the node
+    missing = "no such file"  # what a step's file missing on the node means
 
     def _node(self, host: str):
         node = self.nodes.get(host)
         if node is None:
             raise BadInput(f"no connection to {host} (pass it with --ssh)")
         return node
+
+    # The one-file-per-step remedies (a step's data: host, path, before_sha, after, after_sha) share these.
+    def backup_file(self, step, run, name: str, keys: tuple[str, str], loaded_by: str) -> dict:
+        """Keep the step's file, still as plan read it, in the run directory as ``name`` (``keys``: the journal's
+        fields for its name and sha256) and, over SSH, a copy on the node in ``self.backup_dir``: never in the
+        file's own directory, whose every file ``loaded_by`` loads (a backup there would be loaded too)."""
+        node, path = self._node(step.data["host"]), step.data["path"]
+        raw = read_remote(node, path, self.missing)
+        if sha(raw) != step.data["before_sha"]:
+            raise PreconditionFailed(f"{step.target} changed since it was read; nothing was written")
+        info = {keys[0]: name, keys[1]: run.write_backup(name, raw)}
+        remote = f"{self.backup_dir}/{run.id}-{step.id}-{posixpath.basename(path)}"
+        if posixpath.dirname(posixpath.normpath(remote)) == posixpath.dirname(posixpath.normpath(path)):
+            raise BadInput(f"the node backup directory must not be {posixpath.dirname(path)} ({loaded_by} every "
+                           f"file there)")
+        if not self.local:
+            copy_to_node(node, self.backup_dir, posixpath.basename(remote), raw)
+            info["node_copy"] = remote
+        return info
+
+    def write_planned(self, step) -> None:
+        """Write the step's new file, only over the bytes plan read."""
+        write_remote(self._node(step.data["host"]), step.data["path"], step.data["before_sha"],
+                     step.data["after"].encode(), pause_for_tests())
+
+    def read_back(self, step):
+        """The step's node, once its file reads back as written."""
+        node = self._node(step.data["host"])
+        if sha(read_remote(node, step.data["path"], self.missing)) != step.data["after_sha"]:
+            raise PreconditionFailed(f"{step.target} does not read back as written")
+        return node
+
+
+def text_diff(before: str, after: str, before_name: str, after_name: str) -> str:
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), before_name, after_name))
+
+
+def pause_for_tests() -> float:
+    """$BREAKGLASS_TEST_PAUSE (tests only): how long a write sleeps between its checks and its rename."""
+    return float(os.environ.get("BREAKGLASS_TEST_PAUSE", "0") or 0)
 
 
 def wait_until(node, script: str, timeout: float, on_wait, waiting: str, unverified: str, done: str):
@@ -61,7 +107,6 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# $BREAKGLASS_TEST_PAUSE (tests only) sleeps between the checks and the rename.
 # One writer at a time per directory (flock on the directory itself, where the node has flock: util-linux and
 # busybox do), so the compare-and-swap (the sha256 read, then the rename) cannot interleave with another
 # breakglass writing the same file: the second one finds the file changed and says so. Under that lock any temp

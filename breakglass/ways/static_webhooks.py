@@ -24,15 +24,14 @@ import posixpath
 
 from breakglass.access.ssh import quoted_path, remote_path
 from breakglass.core import textfile
-from breakglass.core.errors import BadInput, PreconditionFailed
+from breakglass.core.errors import BadInput
 from breakglass.core.journal import Run, TamperedRun
-from breakglass.ways import nodefile
+from breakglass.ways import kubeadm_flags, nodefile
 from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
 from breakglass.ways.nodefile import sha
 from breakglass.webhooks import static_manifests
 
-NODE_BACKUP_DIR = "/etc/kubernetes/breakglass-backup"
-KUBEADM_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+KUBEADM_MANIFEST, NODE_BACKUP_DIR = kubeadm_flags.DEFAULT_MANIFEST, kubeadm_flags.NODE_BACKUP_DIR
 KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 IGNORE = "Ignore"
 
@@ -105,17 +104,23 @@ def webhooks_in(text: str, where: str) -> list[str]:
             for h in o.get("webhooks") or [] if isinstance(h, dict)]
 
 
-def manifest_dirs(node, kubeadm_manifest: str) -> list[str]:
-    """The staticManifestsDir(s) the node's kube-apiserver loads, read from its static pod manifest's flags."""
-    from breakglass.ways import kubeadm_flags  # noqa: PLC0415
-
+def apiserver_dirs(node, kubeadm_manifest: str = KUBEADM_MANIFEST) -> list[str]:
+    """The staticManifestsDir(s) the node's kube-apiserver loads, read from its static pod manifest's flags (none:
+    it loads no manifest-based webhook)."""
     text = kubeadm_flags.read_remote(node, kubeadm_manifest).decode("utf-8", "replace")
     args = kubeadm_flags.apiserver_args(text, f"{node.host}:{kubeadm_manifest}")
-    dirs = static_manifests.manifest_dirs(args, lambda path: nodefile.read_remote(node, path))
+    return static_manifests.manifest_dirs(args, lambda path: nodefile.read_remote(node, path))
+
+
+NO_DIR = (f"kube-apiserver names no staticManifestsDir (no --{static_manifests.CONFIG_FLAG}, or no "
+          f"WebhookAdmission.staticManifestsDir in it)")
+
+
+def manifest_dirs(node, kubeadm_manifest: str) -> list[str]:
+    """apiserver_dirs, refused when there is none (a remedy for a manifest-based webhook needs one)."""
+    dirs = apiserver_dirs(node, kubeadm_manifest)
     if not dirs:
-        raise BadInput(f"{node.host}: kube-apiserver names no staticManifestsDir (no "
-                       f"--{static_manifests.CONFIG_FLAG}, or no WebhookAdmission.staticManifestsDir in it): it "
-                       f"loads no manifest-based webhook")
+        raise BadInput(f"{node.host}: {NO_DIR}: it loads no manifest-based webhook")
     return dirs
 
 
@@ -168,8 +173,7 @@ class StaticWebhooks(nodefile.Nodes):
                                              for k in webhooks_in(text, where))
                         continue
                     found = True
-                    diff = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True), where,
-                                                        f"{where} (new)"))
+                    diff = nodefile.text_diff(text, new, where, f"{where} (new)")
                     steps.append(Step(
                         id=f"s{len(steps) + 1}", target=where, action="edit",
                         summary=f"failurePolicy Ignore for {', '.join(sorted(before))} in {where}", diff=diff,
@@ -186,30 +190,14 @@ class StaticWebhooks(nodefile.Nodes):
         return steps
 
     def backup(self, step: Step, run: Run) -> dict:
-        node = self._node(step.data["host"])
-        raw = nodefile.read_remote(node, step.data["path"])
-        if sha(raw) != step.data["before_sha"]:
-            raise PreconditionFailed(f"{step.target} changed since it was read; nothing was written")
-        name = f"{step.id}.{os.path.basename(step.data['path'])}"
-        info = {"file": name, "file_sha256": run.write_backup(name, raw)}
-        if not self.local:
-            remote = f"{self.backup_dir}/{run.id}-{step.id}-{os.path.basename(step.data['path'])}"
-            if posixpath.dirname(remote) == posixpath.dirname(step.data["path"]):
-                raise BadInput("the node backup directory must not be the staticManifestsDir (the apiserver loads "
-                               "every file there)")
-            nodefile.copy_to_node(node, self.backup_dir, os.path.basename(remote), raw)
-            info["node_copy"] = remote
-        return info
+        return self.backup_file(step, run, f"{step.id}.{os.path.basename(step.data['path'])}",
+                                ("file", "file_sha256"), "the apiserver loads")
 
     def apply(self, step: Step, backup: dict) -> None:
-        pause = float(os.environ.get("BREAKGLASS_TEST_PAUSE", "0") or 0)
-        nodefile.write_remote(self._node(step.data["host"]), step.data["path"], step.data["before_sha"],
-                              step.data["after"].encode(), pause)
+        self.write_planned(step)
 
     def verify(self, step: Step) -> str:
-        node = self._node(step.data["host"])
-        if sha(nodefile.read_remote(node, step.data["path"])) != step.data["after_sha"]:
-            raise PreconditionFailed(f"{step.target} does not read back as written")
+        self.read_back(step)
         return f"{step.target} reads back as written (the apiserver reloads its staticManifestsDir by itself)"
 
     def _journaled(self, step: Step, backup: dict):
@@ -250,8 +238,7 @@ class StaticWebhooks(nodefile.Nodes):
             nodefile.write_remote(node, path, sha(current), original)
             return RevertOutcome(step.id, RESTORED, f"{where} restored byte for byte as it was before the run")
         now = textfile.decode(current, where, "a webhook manifest")
-        diff = "".join(difflib.unified_diff(step.data["after"].splitlines(True), now.splitlines(True),
-                                            "written by breakglass", f"{where} now"))
+        diff = nodefile.text_diff(step.data["after"], now, "written by breakglass", f"{where} now")
         if not force:
             return RevertOutcome(step.id, CONFLICT, f"{where} changed since the run; left as it is", diff)
         # --force on a file changed since: only the webhooks breakglass set to Ignore, and still Ignore, go back
@@ -260,8 +247,7 @@ class StaticWebhooks(nodefile.Nodes):
         if not back:
             return RevertOutcome(step.id, ALREADY, f"{where}: none of breakglass' change is left (it changed since); "
                                                    f"left as it is", diff)
-        change = "".join(difflib.unified_diff(now.splitlines(True), new.splitlines(True), f"{where} now",
-                                              f"{where} reverted"))
+        change = nodefile.text_diff(now, new, f"{where} now", f"{where} reverted")
         if dry_run:
             return RevertOutcome(step.id, RESTORED, f"would put back the failurePolicy of {', '.join(sorted(back))} "
                                                     f"in {where} (--force)", change)
