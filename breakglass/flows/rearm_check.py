@@ -193,6 +193,14 @@ def redo_command(st) -> str:
         nodes = t.get("nodes") or []
         flag = "--config-file" if t.get("store") == "file" else "-n"
         parts += [x for n in nodes for x in (flag, q(str(n)))] if flag == "--config-file" else [flag, q(",".join(nodes))]
+    elif m == "static-manifests":
+        parts += [x for w in t.get("webhooks") or [] for x in ("--webhook", q(str(w)))]
+        dirs = t.get("dirs") or []
+        if t.get("local"):
+            parts += ["--static-manifests", q(str(dirs[0] if dirs else ""))]
+        else:
+            parts += ["--ssh", q(",".join(t.get("hosts") or []))]
+            parts += ["--static-manifests", q(str(dirs[0]))] if len(dirs) == 1 else []
     elif m in ("kubeadm", "k3s", "rke2"):
         if t.get("local"):
             path = t.get("manifest") if m == "kubeadm" else t.get("config")
