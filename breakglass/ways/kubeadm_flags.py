@@ -321,10 +321,7 @@ class KubeadmFlags(nodefile.Nodes):
                 raise TamperedRun(f"{where}: the backup differs from the manifest in more than the admission flags "
                                   f"breakglass changed; refusing to restore it (the run directory may have been "
                                   f"altered)")
-            if dry_run:
-                return RevertOutcome(step.id, RESTORED, f"would restore {where} byte for byte ({len(original)} bytes)")
-            nodefile.write_remote(node, path, sha(current), original)
-            return RevertOutcome(step.id, RESTORED, f"{where} restored byte for byte as it was before the run")
+            return self.restore_bytes(step, node, path, current, original, dry_run)
         diff = nodefile.text_diff(step.data["after"] if isinstance(step.data.get("after"), str) else "",
                                   current.decode("utf-8", "replace"), "written by breakglass", f"{where} now")
         if not force:

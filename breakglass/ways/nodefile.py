@@ -21,6 +21,7 @@ import time
 
 from breakglass.access.ssh import quoted_path
 from breakglass.core.errors import BadInput, DiskFull, PreconditionFailed, Unreachable
+from breakglass.ways.base import RESTORED, RevertOutcome, Unverified
 
 ABSENT = ""  # the expected sha256 of a file that must not exist yet
 
@@ -71,6 +72,15 @@ class Nodes:
         return node
 
 
+    @staticmethod
+    def restore_bytes(step, node, path: str, current: bytes, original: bytes, dry_run: bool):
+        """Put the backed-up bytes back over the file breakglass wrote (``current``, checked by the caller)."""
+        if dry_run:
+            return RevertOutcome(step.id, RESTORED, f"would restore {step.target} byte for byte ({len(original)} bytes)")
+        write_remote(node, path, sha(current), original)
+        return RevertOutcome(step.id, RESTORED, f"{step.target} restored byte for byte as it was before the run")
+
+
 def text_diff(before: str, after: str, before_name: str, after_name: str) -> str:
     return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), before_name, after_name))
 
@@ -83,8 +93,6 @@ def pause_for_tests() -> float:
 def wait_until(node, script: str, timeout: float, on_wait, waiting: str, unverified: str, done: str):
     """Run ``script`` on the node every 2 s until it prints something (``done``), or until ``timeout``: then
     "applied, not verified" with ``unverified`` (what to check). ``on_wait`` hears how long is left."""
-    from breakglass.ways.base import Unverified  # noqa: PLC0415
-
     deadline = time.monotonic() + timeout
     try:
         while True:

@@ -233,10 +233,7 @@ class StaticWebhooks(nodefile.Nodes):
                 raise TamperedRun(f"{where}: the backup differs from the file in more than the failurePolicy "
                                   f"breakglass changed; refusing to restore it (the run directory may have been "
                                   f"altered)")
-            if dry_run:
-                return RevertOutcome(step.id, RESTORED, f"would restore {where} byte for byte ({len(original)} bytes)")
-            nodefile.write_remote(node, path, sha(current), original)
-            return RevertOutcome(step.id, RESTORED, f"{where} restored byte for byte as it was before the run")
+            return self.restore_bytes(step, node, path, current, original, dry_run)
         now = textfile.decode(current, where, "a webhook manifest")
         diff = nodefile.text_diff(step.data["after"], now, "written by breakglass", f"{where} now")
         if not force:
