@@ -69,3 +69,42 @@ def test_a_named_key_file_is_refused_and_never_echoed(tmp_path):
     p = run_cli("diagnose", str(key))
     assert p.returncode == 2 and b"a key or certificate (PEM), not a log" in p.stderr
     assert b"secret" not in p.stdout + p.stderr
+
+
+TALOS_EXAMPLE = os.path.join(ROOT, "examples", "logs", "talos-servicecidr-kyverno.log")
+
+
+def _by_source(out):
+    return {tuple(f["sources"]): f for f in out["result"]["findings"] if f["webhook"] == "validate.kyverno.svc-fail"}
+
+
+def test_another_cluster_s_log_in_the_same_input_is_kept_apart(tmp_path):
+    """The same webhook name served by another backend in another file (the sandbox's copied example log beside
+    the real one) is a finding of its own: neither's Service, count or blocked writes are the other's."""
+    p = run_cli("diagnose", REAL, TALOS_EXAMPLE, "-o", "json")
+    out = json.loads(p.stdout)
+    found = _by_source(out)
+    assert set(found) == {(REAL,), (TALOS_EXAMPLE,)}, found.keys()
+    real, example = found[(REAL,)], found[(TALOS_EXAMPLE,)]
+    assert real["service"] is None and real["url"].startswith("https://127.0.0.1:49991/")
+    assert real["count"] == 1 and real["hooks"] == []
+    assert example["service"] == "kyverno/kyverno-svc" and example["count"] == 40
+    # the example's stuck hooks are still tied to its own webhook, as when it is read alone
+    assert example["hooks"] == ["start-kubernetes-service-cidr-controller", "start-service-ip-repair-controllers"]
+    assert f"same name in {TALOS_EXAMPLE} are kept apart" in real["explanation"]
+    assert out["warnings"] == [f"webhook 'validate.kyverno.svc-fail' is served by another backend in {TALOS_EXAMPLE} "
+                               f"than in the sources before: another cluster's or apiserver's log? Its lines there "
+                               f"are a finding of their own"], out["warnings"]
+    # the text names both, each with its own source
+    text = run_cli("diagnose", REAL, TALOS_EXAMPLE).stdout.decode()
+    assert "kept apart" in text
+
+
+def test_two_apiservers_of_one_cluster_are_one_finding(tmp_path):
+    """Logs of the same cluster's apiservers (the same backend) are one finding, their counts added."""
+    other = tmp_path / "cp2-kube-apiserver.log"
+    shutil.copy(REAL, other)
+    out = json.loads(run_cli("diagnose", REAL, str(other), "-o", "json").stdout)
+    [(sources, f)] = _by_source(out).items()
+    assert sorted(sources) == sorted([REAL, str(other)]) and f["count"] == 2 and "kept apart" not in f["explanation"]
+    assert out["warnings"] == []

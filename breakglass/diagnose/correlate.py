@@ -151,7 +151,37 @@ class Correlator:
         # there with no namespace is the apiserver's identity lease, not a node's or a controller's.
         self.apiserver_sources: set[str] = set()
         self.matched = 0
+        # Lines of other clusters in one input (a copied example log beside the real one, two clusters' pastes):
+        # a webhook's lines are one finding unless a source shows it served by another backend than the sources
+        # before it did; that source's lines then go to a finding of their own (issue 37 §3).
+        self._backends: dict[str, dict[str, tuple]] = {}  # webhook -> backend -> the key part of its lines
+        self._apart: dict[tuple[str, str], tuple] = {}  # (webhook, source) -> the key part, once its backend showed
         self._timed: dict[str, tuple[int, float]] = {}  # source -> (end line, time) of its latest timed event
+
+    def _deployment(self, ev: Event) -> tuple:
+        """The key part that keeps a webhook's lines from a source apart from those of other clusters: () for the
+        first backend it is seen with (and lines that show none), ("from", source) for a source whose lines show
+        another backend (a namespace/Service, or a url: webhook's host) than the sources before it."""
+        hook, src = ev.webhook or "", ev.record.source
+        part = self._apart.get((hook, src))
+        if part is not None:
+            return part
+        backend = ev.service or _host_of(ev.url)
+        if not backend:
+            return ()
+        seen = self._backends.setdefault(hook, {})
+        if backend not in seen:
+            seen[backend] = () if not seen else ("from", src)
+        part = self._apart[(hook, src)] = seen[backend]
+        return part
+
+    def apart_sources(self) -> dict[str, list[str]]:
+        """webhook -> the sources whose lines of it were kept apart (another backend than the first one seen)."""
+        out: dict[str, list[str]] = {}
+        for (hook, src), part in sorted(self._apart.items()):
+            if part:
+                out.setdefault(hook, []).append(src)
+        return out
 
     def _acc(self, key: tuple, kind: str) -> _Acc:
         acc = self.accs.get(key)
@@ -187,10 +217,10 @@ class Correlator:
         if ev.mode and not ev.echo:
             self.apiserver_sources.add(ev.record.source)
         if ev.mode == "open":
-            key = ("open", ev.webhook)
+            key = ("open", ev.webhook, *self._deployment(ev))
             kind = "fail-open"
         else:
-            key = ("call", ev.webhook, ev.cause.cls)
+            key = ("call", ev.webhook, ev.cause.cls, *self._deployment(ev))
             kind = "call"
         acc = self._acc(key, kind)
         acc.webhook = ev.webhook
@@ -204,7 +234,7 @@ class Correlator:
         assert ev.webhook
         if ev.mode == "deny":  # the dispatcher's own `rejected by webhook` line: this is the apiserver's log
             self.apiserver_sources.add(ev.record.source)
-        acc = self._acc(("deny", ev.webhook), "deny")
+        acc = self._acc(("deny", ev.webhook, *self._deployment(ev)), "deny")
         acc.webhook = ev.webhook
         acc.add(ev, EVIDENCE_HEAD)
         if ev.detail and signatures.WEBHOOK_BLIND.search(ev.detail):
@@ -341,6 +371,11 @@ _UNKNOWN_COMPONENT = "a controller"
 # a lease request the apiserver accepted and did not answer within the client's timeout (`?timeout=5s`): not a
 # connection refused (the apiserver down), but a call that waited, on a webhook or on storage
 _STARVED = re.compile(r"Client\.Timeout exceeded|context deadline exceeded|request canceled")
+
+
+def _host_of(url: str | None) -> str | None:
+    m = re.match(r"[a-z][a-z0-9+.-]*://([^/?#\s\"]+)", url or "", re.I)
+    return m[1].lower() if m else None
 
 
 def _component(rec: LogRecord, lease: str | None) -> str:

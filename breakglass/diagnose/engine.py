@@ -110,6 +110,9 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
     from breakglass.diagnose import findings, remedies  # noqa: PLC0415 - loaded by start_correlating
 
     found, verdict, notices = findings.build_all(corr)
+    for hook, apart in corr.apart_sources().items():
+        warnings.append(f"webhook {hook!r} is served by another backend in {', '.join(apart)} than in the sources "
+                        f"before: another cluster's or apiserver's log? Its lines there are a finding of their own")
     stats = ScanStats(sources=[s.name for s in srcs if s.name not in unread], bytes=total_bytes, lines=total_lines,
                       candidates=candidates, matched=corr.matched, engine=scanner.engine,
                       seconds=round(time.perf_counter() - t0, 3), log_like=log_like, foreign=foreign)

@@ -307,11 +307,14 @@ class Builder:
             stuck = [a for a in stuck if a not in self.settled]
         # A stuck hook and a single suspect failing closed: tie them, labelled as a guess.
         # (A burst of unanswered attempts alone is too weak for that.)
+        # The suspect is looked for among the webhooks of the hook's own sources first: another cluster's log in
+        # the same input has its own webhook, kept apart (correlate.Correlator._deployment).
         closed = [a for a in calls if (a.kind != "deny" or a.blocked or a.blind) and a.mode != "open"]
-        if len(closed) == 1:
-            for hook in {a.hook for a in stuck if a.kind != "boot-attempt"} - closed[0].hooks:
-                for kind in bootstrap.by_hook(hook)[:1]:
-                    closed[0].link(bootstrap.blocked(kind), "probable")
+        for h in (a for a in stuck if a.kind != "boot-attempt"):
+            suspects = [c for c in closed if c.sources & h.sources] or closed
+            if len(suspects) == 1 and h.hook not in suspects[0].hooks:
+                for kind in bootstrap.by_hook(h.hook)[:1]:
+                    suspects[0].link(bootstrap.blocked(kind), "probable")
         stuck_hooks = {a.hook for a in stuck}
 
         findings: list[Finding] = []
@@ -320,6 +323,7 @@ class Builder:
             f = self._call_finding(a, stuck_hooks)
             if f is None:
                 continue
+            self._note_apart(f, a)
             findings.append(f)
             # A hook whose write this webhook is shown refusing is explained by it, deadlock or not (the identity
             # lease controller's `failed 5 attempts to update lease` lines name no webhook, the lines before do).
@@ -339,7 +343,7 @@ class Builder:
         for a in accs:
             f = None
             if a.kind == "fail-open":
-                f = self._fail_open(a)
+                f = self._note_apart(self._fail_open(a), a)
             elif a.kind == "leader":
                 f = self._leader(a, findings)
             elif a.kind in ("canceled", "panic"):
@@ -354,6 +358,20 @@ class Builder:
         for i, f in enumerate(findings, 1):
             f.id = f"F{i}"
         return findings
+
+    def _note_apart(self, f: Finding, a: _Acc) -> Finding:
+        """Say that lines of the same webhook name in other sources were kept out of this finding: they show it
+        served by another backend (another cluster's log in the same input), so neither's backend or count is
+        the other's (issue 37 §3)."""
+        others = [o for o in self.c.accs.values() if o is not a and o.kind == a.kind and o.webhook == a.webhook
+                  and "from" in (*o.key, *a.key)]
+        if others:
+            elsewhere = sorted({s for o in others for s in o.sources} - a.sources)
+            backends = sorted({b for o in others for b in (*o.services, *o.urls)})
+            f.explanation += (f" Lines of a webhook of the same name in {', '.join(elsewhere) or 'other sources'} are "
+                              f"kept apart from this finding: they show it served by "
+                              f"{', '.join(backends[:3]) or 'another backend'}, another cluster's or apiserver's.")
+        return f
 
     def _base(self, a: _Acc, **kw) -> dict:
         return dict(
