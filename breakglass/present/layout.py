@@ -61,13 +61,28 @@ def _pieces(text: str, punct: bool) -> list[tuple[str, str]]:
     return out
 
 
+def _split_long(pieces: list[tuple[str, str]], room: int) -> list[tuple[str, str]]:
+    """A word wider than a whole line (an etcd key, a URL) broken after a / , = : or - (_break_at), its rest on
+    the next line after ``CONTINUED``: the terminal would otherwise break it anywhere (``…-webho`` / ``ok-cfg``)."""
+    out = []
+    for sep, piece in pieces:
+        while cells(piece) > room:
+            at = _break_at(piece, room - len(CONTINUED))
+            if at <= 0:
+                break
+            out.append((sep, piece[:at]))
+            sep, piece = " ", CONTINUED + piece[at:]
+        out.append((sep, piece))
+    return out
+
+
 def fold(text: str, columns: int, indent: str = "", hang: str | None = None, punct: bool = False) -> list[str]:
     """``text`` (escaped) in lines of at most ``columns``, the first after ``indent``, the rest after ``hang``
     (default: ``indent``); breaks at white space, and after , and ; with ``punct``. Never an empty list."""
     hang = indent if hang is None else hang
     lines: list[str] = []
     line, used, empty = indent, cells(indent), True
-    for sep, piece in _pieces(printable(text), punct):
+    for sep, piece in _split_long(_pieces(printable(text), punct), columns - cells(hang)):
         w = cells(piece)
         if empty:
             line, used, empty = line + piece, used + w, False
@@ -141,3 +156,97 @@ def blocks(headers: list[str], rows: list[list[str]], columns: int, indent: str 
         for h, c in zip(headers, r):
             out += pair(h, c, columns, indent, key_cells, punct=True)
     return out
+
+
+# -- whole lines: commands, diffs, code ------------------------------------------------------------------------
+CONTINUED = "↪ "  # starts the rest of a diff or code line that did not fit: never part of what it says
+
+
+def _break_at(text: str, room: int) -> int:
+    """Where ``text`` (wider than ``room``) breaks, keeping as much as fits: after its last space, / , = or :
+    within ``room``, else after a -; 0 when there is none (one word: it stays whole)."""
+    best = max((text[:room + 1 if c == " " else room].rfind(c) + 1 for c in " /,=:"), default=0)
+    return best or text[:room].rfind("-") + 1
+
+
+def fold_line(line: str, columns: int, indent: str = "") -> list[str]:
+    """A diff or code line (escaped) in lines of at most ``columns``: whole when it fits; else broken at a
+    space or after a separator (never inside a word), the rest after ``indent`` and ``CONTINUED``."""
+    line = printable(line)
+    first, rest = indent, indent + " " + CONTINUED
+    out, text, lead = [], line, first
+    while cells(lead) + cells(text) > columns:
+        at = _break_at(text, columns - cells(lead))
+        if at <= 0:
+            break  # one word wider than the line: whole, for the terminal to fold
+        out.append((lead + text[:at]).rstrip())
+        text, lead = text[at:].lstrip(" "), rest
+    out.append(lead + text)
+    return out
+
+
+def _words(cmd: str) -> list[str]:
+    """A shell command's words, split at spaces outside quotes (a quoted JSON patch stays one word)."""
+    words, word, quote, i = [], "", "", 0
+    while i < len(cmd):
+        c = cmd[i]
+        if quote:
+            word += c
+            if c == quote:
+                quote = ""
+            elif c == "\\" and quote == '"' and i + 1 < len(cmd):
+                word, i = word + cmd[i + 1], i + 1
+        elif c in "'\"":
+            quote, word = c, word + c
+        elif c == "\\" and i + 1 < len(cmd):
+            word, i = word + c + cmd[i + 1], i + 1
+        elif c == " ":
+            if word:
+                words.append(word)
+            word = ""
+        else:
+            word += c
+        i += 1
+    return words + [word] if word else words
+
+
+def fold_command(cmd: str, columns: int, indent: str = "", prompt: str = "$ ", first: str | None = None) -> list[str]:
+    """A command (escaped) to paste, in lines of at most ``columns`` where its words allow: broken between words
+    with `` \\`` (the shell joins the lines back), never inside one; a word wider than a line stays whole on a
+    line of its own. Commands joined by && or | break before the operator."""
+    cmd = printable(cmd)
+    head = indent + prompt if first is None else first
+    if cells(head) + cells(cmd) <= columns:
+        return [head + cmd]
+    hang = indent + " " * len(prompt) + "    "
+    out, line = [], head
+    for w in _words(cmd):
+        if line in (head, hang):
+            line += w
+        elif cells(line) + 1 + cells(w) + 2 <= columns:
+            line += " " + w
+        else:
+            out.append(line + " \\")
+            line = hang + w
+    return out + [line]
+
+
+def yaml_lines(text: str, columns: int, indent: str = "") -> list[str]:
+    """YAML shown at the terminal's width: emitted once at it (PyYAML folds long scalars at their spaces, which
+    keeps their value), each line after ``indent``. YAML with comments, or that does not load, is shown as it is,
+    its lines folded with ``fold_line``."""
+    import yaml  # noqa: PLC0415
+
+    docs = None
+    if not any(ln.lstrip().startswith("#") for ln in text.splitlines()):
+        try:
+            docs = list(yaml.safe_load_all(text))
+        except yaml.YAMLError:
+            docs = None
+    if docs is not None and len(docs) == 1:
+        # PyYAML breaks at the first space past its width, so a line may run over by a word: the width leaves
+        # room for the longest one
+        longest = max((len(w) for w in text.split()), default=0)
+        room = max(20, columns - cells(indent) - longest - 1)
+        text = yaml.safe_dump(docs[0], sort_keys=False, width=room, allow_unicode=False)
+    return [x for line in text.rstrip().splitlines() for x in fold_line(line, columns, indent)]

@@ -24,9 +24,15 @@ def _pair(key: str, value: str, indent: str, key_cells: int) -> list[str]:
     return layout.pair(key, value, layout.width(), indent, key_cells)
 
 
-def _whole(indent: str, line: str) -> str:
-    """A diff, command or code line: escaped, never folded (the terminal folds it; a break would change it)."""
-    return indent + _safe(line)
+def _code(indent: str, text: str) -> list[str]:
+    """A diff or code block: each line whole when it fits, else broken at a space or after a separator with a
+    marked continuation (layout.fold_line), never inside a word. The JSON output keeps it exact."""
+    return [x for line in text.rstrip().splitlines() for x in layout.fold_line(line, layout.width(), indent)]
+
+
+def _command(indent: str, cmd: str, prompt: str = "$ ") -> list[str]:
+    """A command to paste: broken only between its words, with `` \\`` so that it pastes as one."""
+    return layout.fold_command(cmd, layout.width(), indent, prompt)
 
 
 def _join(lines: list[str]) -> str:
@@ -88,8 +94,8 @@ def diagnosis(d: Diagnosis, warnings: list[str], verbose: bool = False) -> str:
             out += _wrap(f"  {r.order}. {r.method} (applies: {r.applicable})", "", "     ")
             out += _wrap(r.summary, "     ")
             out += _wrap("cost: " + r.tradeoff, "     ")
-            for line in r.manual:  # commands to paste: whole
-                out.append(_whole("       $ " if not line.startswith("#") else "       ", line))
+            for line in r.manual:  # commands to paste, and their comments
+                out += _wrap(line, "       ", "         ") if line.startswith("#") else _command("       ", line)
     s = d.stats
     out += [""] + _wrap(f"read {len(s.sources)} source(s), {s.lines} lines, {s.bytes} bytes in {s.seconds}s "
                         f"({s.candidates} candidate lines, {s.matched} events; scanner: {s.engine})", "")
@@ -130,10 +136,13 @@ def lasting(place, indent: str) -> list[str]:
     """Where an owned configuration's fix lasts: why, the YAML the owner keeps, and the one command (both whole)."""
     out = _wrap(f"lasting fix, where {place.owner} keeps it ({place.form}): {place.note}", indent, indent + "  ")
     out.append(f"{indent}keep (YAML):")
-    out += [_whole(indent + "  ", line) for line in place.snippet.rstrip().splitlines()]
+    out += layout.yaml_lines(place.snippet, layout.width(), indent + "  ")
     out.append(f"{indent}by:")
-    out.append(_whole(indent + "  $ ", place.command))
+    out += _command(indent + "  ", place.command)
     return out
+
+
+_PATCH_BY_FILE = 400  # characters of a one-line patch command: about five lines of an 80-column terminal
 
 
 def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
@@ -153,10 +162,16 @@ def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
         out += _pair("configuration", f"{f.configuration}  ({f.source})", "    ", 15)
         out += _wrap(f.explanation, "    ")
         if f.fix:
-            out.append("    fix: add these matchConditions (strategic merge patch):")
-            out += [_whole("      ", line) for line in f.fix.patch_yaml.rstrip().splitlines()]  # YAML: whole
-            out.append("    or:")
-            out.append(_whole("      $ ", f.fix.command))
+            # a one-line patch of many conditions is pages of a terminal: the YAML shown once, saved, is the patch
+            # (the same at every width: -o json keeps the one-line command)
+            by_file = f.fix.command.startswith("kubectl patch ") and " -p " in f.fix.command \
+                and len(f.fix.command) > _PATCH_BY_FILE
+            out.append("    fix: add these matchConditions (strategic merge patch"
+                       + (", saved as fix.yaml):" if by_file else "):"))
+            out += layout.yaml_lines(f.fix.patch_yaml, layout.width(), "      ")  # emitted once, at the width
+            out.append("    then:" if by_file else "    or:")
+            out += _command("      ", f.fix.command.split(" -p ", 1)[0] + " --patch-file=fix.yaml" if by_file
+                            else f.fix.command)
             if f.fix.lasting:
                 out += lasting(f.fix.lasting, "    ")
             elif f.fix.vendor_note:
@@ -177,7 +192,7 @@ def plan(steps, method: str) -> str:
     for st in steps:
         out.append("")
         out += _wrap(f"  {st.id}. {st.summary}", "", "     ")
-        out += [_whole("     ", line) for line in st.diff.rstrip().splitlines()]  # the exact diff: whole
+        out += _code("     ", st.diff)  # the exact diff (folded only where it cannot fit, marked)
     return _join(out)
 
 
@@ -202,7 +217,8 @@ def outcome(o, markdown: bool = False) -> list[str]:
         for n, x in enumerate(items):
             lead = head if n == 0 else " " * len(head)
             # "next" holds commands to paste: whole; the rest is prose, folded under itself
-            out += [lead + x] if attr == "next" else layout.fold(x, cols, lead, " " * len(head))
+            out += layout.fold_command(x, cols, " " * len(head), "", lead) if attr == "next" else \
+                layout.fold(x, cols, lead, " " * len(head))
     return out
 
 
@@ -240,7 +256,7 @@ def revert_result(r, preview: bool = False) -> str:
     for o in r.outcomes:
         out += _wrap(f"  {o.step}: {o.outcome}: {o.detail}", "", "    ")
         if o.diff:
-            out += [_whole("      ", line) for line in o.diff.rstrip().splitlines()]  # the exact diff: whole
+            out += _code("      ", o.diff)
     if r.status == "closed":
         out.append("  nothing was changed by this run; it is closed")
     guard = getattr(r, "guard", None) or {}
@@ -306,7 +322,7 @@ def leak_report(rep, verbose: bool = False) -> str:
     out += [""] + _wrap(f"Re-check {len(rep.recheck)} object(s) written then and not deleted since "
                         "(-o recheck for a YAML list):" if from_audit else
                         f"Re-check {len(rep.recheck)} object(s) the traces name (-o recheck for a YAML list):", "")
-    out += [_whole("  ", r.kubectl) for r in rep.recheck[:50]]  # commands to paste: whole
+    out += [x for r in rep.recheck[:50] for x in _command("  ", r.kubectl, "")]  # commands to paste
     if len(rep.recheck) > 50:
         out.append(f"  ... {len(rep.recheck) - 50} more")
     if rep.unnamed_writes:
