@@ -365,13 +365,13 @@ def test_a_signal_at_the_prompt_leaves_no_client_key_on_disk(sshd, etcd_tls, tmp
                             env=env, start_new_session=True)
     os.close(slave)
     seen, deadline = b"", time.monotonic() + 60
-    while b"Type yes" not in seen and time.monotonic() < deadline:
+    while b"Type policy-a to go on" not in seen and time.monotonic() < deadline:
         if select.select([master], [], [], 0.5)[0]:
             try:
                 seen += os.read(master, 4096)
             except OSError:
                 break
-    assert b"Type yes" in seen, seen
+    assert b"Type policy-a to go on" in seen, seen
     # the kernel hands a process signal to any thread not blocking it: only the main thread may take it
     takers = []
     for status in os.listdir(f"/proc/{proc.pid}/task"):

@@ -348,3 +348,26 @@ def test_an_options_minimum_holds_on_the_command_line_and_in_a_plan(tmp_path, ar
     p = run_cli("recover", *args, "--dry-run", env=_env(tmp_path))
     err = p.stderr.decode()
     assert p.returncode == 2 and match in err and "Traceback" not in err, err
+
+
+def test_the_cli_confirmation_asks_for_what_it_changes_as_the_wizard_does(tmp_path):
+    """`recover` without --yes goes ahead only on the exact word the wizard asks for (here the plugins it turns
+    off): "yes", a "y" or Enter change nothing (exit 7, the file as it was)."""
+    import pexpect
+
+    src = os.path.join(HERE, "talos", "v1.12-multidoc-overlap.yaml")
+    original = open(src, "rb").read()
+    env = {**os.environ, **_env(tmp_path), "COLUMNS": "80"}
+    for answer, code in (("yes", 7), ("", 7), ("ValidatingAdmissionWebhook,MutatingAdmissionWebhook", 8)):
+        path = _copy(tmp_path, src, f"{code}-{len(answer)}/cp.yaml")
+        child = pexpect.spawn(sys.executable, ["-m", "breakglass", "recover", "talos", "--config-file", path],
+                              cwd=ROOT, env=env, timeout=120)
+        try:
+            child.expect(r"Type (\S+) to go on: ")
+            assert child.match.group(1).decode() == "ValidatingAdmissionWebhook,MutatingAdmissionWebhook"
+            child.sendline(answer)
+            child.expect(pexpect.EOF)
+        finally:
+            child.close()
+        assert child.exitstatus == code, child.before
+        assert (open(path, "rb").read() == original) == (code == 7)

@@ -253,16 +253,18 @@ def _etcd_target(etcd_endpoints, etcd_cacert, etcd_cert, etcd_key, etcd_prefix, 
                                            user=etcd_user, password=etcd_password), etcd_prefix)
 
 
-def _confirm(question: str, yes: bool) -> None:
-    """Ask before changing anything. Scripts pass --yes; without a terminal there is no asking."""
+def _confirm(question: str, yes: bool, word: str = "yes") -> None:
+    """Ask before changing anything: the change goes ahead only on ``word`` typed exactly (what it acts on, as
+    the wizard asks: a stray "y" or Enter changes nothing). Scripts pass --yes; without a terminal there is no
+    asking."""
     from breakglass.core.errors import Declined  # noqa: PLC0415
 
     if yes:
         return
     if sys.stdin is None or not sys.stdin.isatty():
         raise BadInput("refusing to change anything without --yes: standard input is not a terminal")
-    answer = input(f"{_safe(question)} Type yes to go on: ").strip().lower()
-    if answer != "yes":
+    answer = input(f"{_safe(question)} Type {_safe(word)} to go on: ").strip()
+    if answer != word and not (word == "yes" and answer.lower() == "yes"):
         raise Declined("declined at the confirmation; nothing was changed")
 
 

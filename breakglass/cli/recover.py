@@ -207,6 +207,15 @@ def _verify(o: Options, watch) -> tuple[list, dict]:
     return states, readiness.to_json(states, stopped=stopped, source=watch.source, still_armed=armed)
 
 
+def _confirm_word(meta: dict) -> str:
+    """What the engineer types to go ahead, as the wizard asks it: the configurations (or webhooks) the change
+    acts on, or the admission plugins it turns off; "yes" when the run names neither (a --diagnosis' culprits
+    found by webhook name)."""
+    names = [r.split("/", 1)[-1] for r in meta.get("refs") or [] if not str(r).startswith("webhook:")]
+    word = ",".join(dict.fromkeys(names or meta.get("webhooks") or meta.get("plugins") or []))
+    return word if word and len(word) <= 120 else "yes"
+
+
 def _carry_out(o: Options, remedy, steps, question: str, meta: dict, wait_hosts=(), snapshot_path=None,
                watch=None) -> int:
     """Show the plan; then (unless --dry-run) confirm, execute, wait for /readyz, and show the result. Exit 0 only
@@ -233,7 +242,7 @@ def _carry_out(o: Options, remedy, steps, question: str, meta: dict, wait_hosts=
         return 0
     if o.output is Output.text:
         print(_render().plan(steps, remedy.method) + note)
-    _confirm(question, o.yes)
+    _confirm(question, o.yes, _confirm_word(meta))
     progress = _progress_bytes if sys.stderr.isatty() and snapshot_path else None
     res = recovery.execute(remedy, steps, o.state_dir, meta, snapshot_path, progress, retry=RETRY_SECONDS,
                            on_retry=_retrying)
