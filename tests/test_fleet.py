@@ -9,6 +9,7 @@ The two sandboxes are started once for the module (two cores): about a minute.""
 from __future__ import annotations
 
 import json
+import re
 import os
 import pty
 import socket
@@ -167,15 +168,20 @@ def test_each_cluster_has_the_verdicts_of_its_own_audit(fleet, fleet_json):
         assert p.returncode == (3 if name == "deadlocked" else 0)
 
 
-def test_text_has_a_row_per_cluster_then_the_findings_as_audit_prints_them(fleet):
-    p = _audit(fleet, "--all-contexts", "--timeout", "3", env={"COLUMNS": "200"})
+def test_text_is_one_line_per_cluster_and_the_findings_as_audit_prints_them_on_request(fleet):
+    p = _audit(fleet, "--all-contexts", "--timeout", "3", env={"COLUMNS": "80"})
     assert p.returncode == 3, p.stderr.decode()
     out = p.stdout.decode()
-    assert "fleet audit of 4 cluster(s)" in out
-    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:7] if line.strip()}
-    assert rows["deadlocked"][1] == "audited" and rows["deadlocked"][4] != "0"  # critical count
-    assert rows["healthy"][1] == "audited" and rows["healthy"][4:8] == ["0", "0", "0", "0"]
-    assert rows["unreachable"][1] == "unreachable" and rows["slow"][1] == "timeout"
+    assert "fleet audit of 4 cluster(s)" in out and "== deadlocked" not in out
+    lines = out.splitlines()
+    head = lines.index(next(ln for ln in lines if ln.startswith("CLUSTER")))
+    rows = {ln.split()[0]: ln for ln in lines[head + 1:head + 5]}  # one line each, at 80 columns
+    assert set(rows) == {"deadlocked", "healthy", "unreachable", "slow"} and all(len(r) <= 80 for r in rows.values())
+    assert re.search(r"v1\.34\.\d+ → 1\.35\s+NEEDS ACTION: \d+ critical", rows["deadlocked"]), rows
+    assert rows["healthy"].endswith("ok: 1 info") and "unreachable: " in rows["unreachable"]
+    assert "timeout: " in rows["slow"] and "add -v" in out
+    p = _audit(fleet, "--all-contexts", "--timeout", "3", "-v", env={"COLUMNS": "200"})
+    out = p.stdout.decode()
     dead_part = out.split("== deadlocked")[1].split("== healthy")[0]
     single = _audit(fleet, "--kubeconfig", fleet["files"][0], "--context", "deadlocked", "--target-version", "1.35",
                     env={"COLUMNS": "200"}).stdout.decode()

@@ -278,3 +278,30 @@ def test_a_long_key_in_prose_or_a_diff_breaks_after_a_slash_with_a_mark_never_mi
     # what fits stays one line, whatever it holds
     assert layout.fold_line("+  - --disable-admission-plugins=ValidatingAdmissionWebhook", 80, "  ") == [
         "  +  - --disable-admission-plugins=ValidatingAdmissionWebhook"]
+
+
+def test_a_fleet_summary_is_one_line_per_cluster_at_80_columns(monkeypatch):
+    from types import SimpleNamespace as NS
+
+    from breakglass.present import fleet_report
+
+    monkeypatch.setenv("COLUMNS", "80")
+    crit = NS(severity="critical")
+    clusters = [NS(name="prod-eu-west-1-payments", status="audited", version="v1.34.4", target_version="1.35",
+                   report=NS(findings=[crit, crit, NS(severity="low")], worst="critical"), error=None, server=None,
+                   warnings=[]),
+                NS(name="staging", status="audited", version="v1.35.1", target_version="1.36",
+                   report=NS(findings=[], worst=None), error=None, server=None, warnings=[]),
+                NS(name="dr", status="unreachable", version=None, target_version=None, report=None, server=None,
+                   warnings=[], error="apiserver https://10.20.30.40:6443 did not answer within 10 s: connection "
+                                      "refused (is the context's server right, or the VPN up?)")]
+    rep = NS(clusters=clusters, fail_on="high", target_version=None, seconds=1.5)
+    lines = fleet_report.text(rep).splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("CLUSTER"))
+    rows = lines[head + 1:head + 4]
+    assert [r.split()[0] for r in rows] == ["prod-eu-west-1-payments", "staging", "dr"], lines
+    assert all(len(ln) <= 80 for ln in lines), lines
+    assert re.search(r"v1\.34\.4 → 1\.35 +NEEDS ACTION: 2 critical, 1 low$", rows[0]), rows
+    assert rows[1].endswith("ok: no risks") and rows[2].split()[1:3] == ["-", "unreachable:"], rows
+    assert rows[2].endswith("…")
+    assert not lines[head + 4].strip()  # nothing else under the table

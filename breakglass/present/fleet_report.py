@@ -36,7 +36,17 @@ def _needs_action(c, fail_on: str) -> bool:
 
 # -- text --------------------------------------------------------------------------------------------
 
+def _result(c, fail_on: str) -> str:
+    """A cluster's outcome in a few words: what needs action, or that nothing does, or why it was not audited."""
+    if c.report is None:
+        return f"{c.status}: {c.error or 'not audited'}"
+    n = _counts(c)
+    found = ", ".join(f"{n[s]} {s}" for s in reversed(SEVERITIES) if n[s]) or "no risks"
+    return ("NEEDS ACTION: " if _needs_action(c, fail_on) else "ok: ") + found
+
+
 def text(rep, verbose: bool = False) -> str:
+    """One line per cluster (issue 37 §4); with --verbose each cluster's findings follow, as `audit` prints them."""
     audited = [c for c in rep.clusters if c.status == "audited"]
     act = sum(1 for c in audited if _needs_action(c, rep.fail_on))
     missed = len(rep.clusters) - len(audited)
@@ -45,21 +55,25 @@ def text(rep, verbose: bool = False) -> str:
                        f"{act} need action (--fail-on {rep.fail_on}), {len(audited) - act} without, "
                        f"{missed} not audited", "", "  ")
     out.append("")
-    rows = []
-    for c in rep.clusters:
-        n = _counts(c)
-        sev = [str(n[s]) if c.report is not None else "-" for s in reversed(SEVERITIES)]
-        rows.append([c.name, c.status, c.version or "-", c.target_version or ("newest" if c.report else "-"),
-                     *sev, c.error or ""])
-    out += layout.table(["CLUSTER", "STATUS", "VERSION", "TARGET", "CRIT", "HIGH", "MED", "LOW", "INFO", "ERROR"],
-                        rows, layout.width())
+    cols = layout.width()
+    rows = [[c.name, f"{c.version or '-'} → {c.target_version or 'newest'}" if c.report is not None else
+             (c.version or "-"), _result(c, rep.fail_on)] for c in rep.clusters]
+    room = cols - 4 - max([7] + [layout.cells(_safe(r[0])) for r in rows]) - max(
+        [7] + [layout.cells(_safe(r[1])) for r in rows])
+    for r in rows:  # one line each: a long error is cut (-v and -o json carry it whole)
+        r[2] = render.clip(r[2], max(room, 24))
+    out += layout.table(["CLUSTER", "VERSION", "RESULT"], rows, cols)
+    if not verbose:
+        out += [""] + render._wrap("each cluster's findings and fixes: add -v, or `breakglass audit --context NAME`; "
+                                   "-o json, junit or sarif for scripts", "")
+        return "\n".join(_safe(x) for x in out)
     for c in rep.clusters:
         out.append("")
         out += render._wrap(f"== {c.name}" + (f"  ({c.server})" if c.server else "") + " ==", "")
         if c.report is None:
             out += render._wrap(f"breakglass: error: {c.name}: {c.status}: {c.error}", "")
             continue
-        out += render.audit_report(c.report, c.warnings, verbose).splitlines()
+        out += render.audit_report(c.report, c.warnings).splitlines()
     return "\n".join(_safe(x) for x in out)
 
 

@@ -40,6 +40,15 @@ def _join(lines: list[str]) -> str:
     return "\n".join(_safe(x) for x in lines)
 
 
+def clip(text: str, n: int) -> str:
+    """``text`` (escaped) cut to ``n`` columns at a word, with an ellipsis."""
+    text = _safe(text)
+    if layout.cells(text) <= n:
+        return text
+    cut = text[:n - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "…"
+
+
 def _clip(text: str, n: int = 220) -> str:
     """A log line for the report: a multi-line record's breaks as ⏎, escaped, at most ``n`` characters."""
     text = _safe(text.replace("\n", " ⏎ "))
