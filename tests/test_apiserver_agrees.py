@@ -215,7 +215,10 @@ def test_a_talos_file_run_reverted_with_the_backend_down_is_refused(real_sandbox
     kubeconfig (the file is the sandbox's), finds the fail-closed webhook's backend down, and refuses."""
     _, binary = binary_for("1.34")
     sb = real_sandbox(binary)
-    cfg = sb.info["files"].get("talos_config") or os.path.join(sb.dir, "talos-controlplane.yaml")
+    cfg = sb.info["files"].get("talos_config")
+    if cfg is None:  # a kubeadm node (the sandbox copies no example): a Talos machine config put in its directory
+        cfg = os.path.join(sb.dir, "talos-controlplane.yaml")
+        shutil.copy(os.path.join(ROOT, "examples", "sandbox", "talos-controlplane.yaml"), cfg)
     before = open(cfg, "rb").read()
     p = sb.cli("recover", "talos", "--config-file", cfg, "--yes")
     assert p.returncode == 8, p.stderr.decode()  # edited, not applied

@@ -185,3 +185,30 @@ def test_a_socket_path_too_long_for_unix_goes_to_a_private_directory_that_down_r
         (short / "tunnel" / "socket-dir").write_text(record)
         tunnel.cleanup(str(short))
         assert tmp_path.exists() and victim.exists(), record
+
+
+def test_a_talos_node_without_its_machinery_is_said_at_once_with_the_command_that_builds_it(tmp_path, monkeypatch):
+    """`sandbox up --node talos` without Talos' machinery built: one line before anything starts (it booted the
+    apiserver for 12.7 s first), naming the one build it needs."""
+    import pytest
+
+    from breakglass import sandbox
+    from breakglass.core.errors import BadInput
+
+    monkeypatch.setattr(sandbox, "built", lambda component: [] if component == "talos-machinery" else ["x"])
+    started = []
+    monkeypatch.setattr(sandbox, "_start", lambda *a, **k: started.append(a))
+    with pytest.raises(BadInput) as e:
+        sandbox.up(str(tmp_path / "sb"), apiserver="/nonexistent/kube-apiserver", node="talos")
+    assert started == [] and not (tmp_path / "sb").exists()
+    assert "`bash scripts/gobuild.sh talos-machinery@1.14.1` builds it" in str(e.value), e.value
+
+
+def test_a_sandbox_with_an_apiserver_copies_no_example_and_etcd_alone_names_them_examples(tmp_path):
+    from breakglass import sandbox
+
+    assert sandbox._files(str(tmp_path), with_apiserver=True) == {} and os.listdir(tmp_path) == []
+    files = sandbox._files(str(tmp_path), with_apiserver=False)
+    assert set(files) == {"apiserver_log", "talos_config", "kubeadm_manifest"}
+    assert all(os.path.basename(p).startswith("example-") for p in files.values())
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in files.values())

@@ -77,6 +77,22 @@ class Sandbox:
         return f"--etcd-endpoints {self.endpoint}"
 
 
+def talos_machinery_missing() -> str:
+    """What a Talos node needs and is not built here, with the one command that builds it (the newest era)."""
+    newest = None
+    try:
+        with open(os.path.join(ROOT, "go", "versions"), encoding="utf-8") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 2 and parts[0] == "talos-machinery":
+                    newest = parts[1]
+    except OSError:
+        pass
+    build = f"bash scripts/gobuild.sh talos-machinery@{newest}" if newest else "make go-components"
+    return (f"--node talos needs Talos' config machinery, not built here: `{build}` builds it (needs Go; a few "
+            f"minutes the first time), or use the default --node kubeadm")
+
+
 def built(component: str) -> list[str]:
     """Binaries of ``component`` (kube-apiserver, talos-machinery) that `make go-components` built in this
     checkout (build/<component>/v<X.Y.Z>/<component>), oldest version first."""
@@ -232,6 +248,8 @@ def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = N
     ``tunnel``: the webhook calls go through a real konnectivity server and agent (sandbox.tunnel); None: for
     the fail-open scenario wherever konnectivity is built."""
     directory = os.path.abspath(directory)
+    if node == "talos" and apiserver is not None and not built("talos-machinery"):
+        raise BadInput(talos_machinery_missing())  # said before anything starts, not after the apiserver has
     if engine is not None:
         _engine_fits(engine, apiserver, scenario)
     if tunnel and (apiserver is None or not _tunnel().available()):
@@ -327,7 +345,7 @@ def _start(directory: str, etcd: trust.Pinned, api: trust.Pinned | None, scenari
     except OSError as e:
         raise BadInput(f"{directory}: {(e.strerror or str(e)).lower()}") from None
     proc, endpoint = _start_etcd(etcd.verify(), directory)
-    files = _files(directory)
+    files = _files(directory, api is not None)
     sb = Sandbox(directory, endpoint, proc.pid, files)
     if api is None:
         _seed(sb)
@@ -338,7 +356,7 @@ def _start(directory: str, etcd: trust.Pinned, api: trust.Pinned | None, scenari
     sb.apiserver = controlplane.start(directory, endpoint, api, scenario, free_port, say, node, engine, tunnel)
     sb.files.update(apiserver_log=sb.apiserver["log"], audit_log=sb.apiserver["audit_log"],
                     kubeconfig=sb.apiserver["kubeconfig"])
-    # the file the running apiserver obeys replaces the static example of that kind
+    # the file the running apiserver obeys, and only that one
     sb.files["kubeadm_manifest" if node == "kubeadm" else "talos_config"] = sb.apiserver["node_config"]
     _save(sb)
     return sb
@@ -399,7 +417,13 @@ def _seed(sb: Sandbox) -> None:
         etcd.close()
 
 
-def _files(directory: str) -> dict:
+def _files(directory: str, with_apiserver: bool) -> dict:
+    """The files a rehearsal reads. With an apiserver: none copied, its own log, kubeconfig and the node config it
+    obeys are added after it starts (a copied example from another cluster beside them was read as this one's:
+    issue 37 §6, §8). etcd alone: the example log and node configs, named ``example-…`` so none passes for a
+    running node's."""
+    if with_apiserver:
+        return {}
     src = {
         "apiserver_log": os.path.join(ROOT, "examples", "logs", "talos-servicecidr-kyverno.log"),
         "talos_config": os.path.join(ROOT, "examples", "sandbox", "talos-controlplane.yaml"),
@@ -408,7 +432,7 @@ def _files(directory: str) -> dict:
     out = {}
     for name, path in src.items():
         if os.path.exists(path):
-            dst = os.path.join(directory, os.path.basename(path))
+            dst = os.path.join(directory, "example-" + os.path.basename(path))
             shutil.copy(path, dst)
             out[name] = dst
     return out

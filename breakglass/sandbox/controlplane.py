@@ -197,7 +197,7 @@ def _talos_config(layout: Layout, ver: str, url: str, say) -> tuple[trust.Pinned
 
     builds = sandbox.built("talos-machinery")[::-1]
     if not builds:
-        raise BadInput("a Talos node needs Talos' config machinery: run `make go-components` (needs Go)")
+        raise BadInput(sandbox.talos_machinery_missing())
     gen_dir = layout.path("talos", "gen")
     os.makedirs(gen_dir, mode=0o700, exist_ok=True)
     why = ""
