@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -305,3 +306,33 @@ def test_a_fleet_summary_is_one_line_per_cluster_at_80_columns(monkeypatch):
     assert rows[1].endswith("ok: no risks") and rows[2].split()[1:3] == ["-", "unreachable:"], rows
     assert rows[2].endswith("…")
     assert not lines[head + 4].strip()  # nothing else under the table
+
+
+def test_an_error_after_a_spinner_starts_on_a_line_of_its_own(monkeypatch):
+    """`^Cbreakglass: er|ror:` landed on the spinner's line: after a progress or spinner line left open, the error
+    begins on a new line; after a finished one, no blank line is added."""
+    import io
+    import pty
+
+    from breakglass.cli import _base
+    from breakglass.cli.prompter import QuestionaryPrompter
+    from breakglass.present import layout
+
+    master, slave = pty.openpty()
+    try:
+        tty = io.TextIOWrapper(io.FileIO(slave, "w", closefd=False), write_through=True)
+        monkeypatch.setattr(sys, "stderr", tty)
+        monkeypatch.setattr(sys, "stdout", tty)
+        QuestionaryPrompter.progress(QuestionaryPrompter.__new__(QuestionaryPrompter), "waiting for /readyz")
+        _base._print_err("breakglass: error: interrupted")
+        _base._progress_bytes(5 << 20, 10 << 20)
+        _base._line_open(False)
+        _base._print_err("breakglass: error: second")
+        seen = os.read(master, 65536).decode()
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert "waiting for /readyz\r\r\nbreakglass: error: interrupted" in seen or \
+        "waiting for /readyz\r\nbreakglass: error: interrupted" in seen, repr(seen)
+    assert "(50%)breakglass: error: second" in seen, repr(seen)
+    assert layout.open_line is False

@@ -109,6 +109,9 @@ def _print_err(line: str) -> None:
         from breakglass.present import layout  # noqa: PLC0415
 
         line = "\n".join(layout.fold(line, layout.width(sys.stderr), "", "  "))
+        if layout.open_line:  # a spinner's or progress line (and a ^C echoed after it): this starts a new line
+            print(file=sys.stderr)
+            layout.open_line = False
     print(line, file=sys.stderr)
 
 
@@ -148,6 +151,7 @@ def _safe(text) -> str:
 
 def _progress_line(source: str, done: int) -> None:
     print(f"\rreading {_safe(source)}: {done >> 20} MiB", end="", file=sys.stderr, flush=True)
+    _line_open()
 
 
 def _render():
@@ -281,6 +285,14 @@ def _write_new(path: str, text: str) -> None:
 def _progress_bytes(done: int, total: int) -> None:
     pct = 100 * done // total if total else 100
     print(f"\rsnapshot: {done >> 20} / {total >> 20} MiB ({pct}%)", end="", file=sys.stderr, flush=True)
+    _line_open()
+
+
+def _line_open(still: bool = True) -> None:
+    """Whether a progress line is left without its newline (see layout.open_line)."""
+    from breakglass.present import layout  # noqa: PLC0415
+
+    layout.open_line = still
 
 
 def _talos(talosctl, talosconfig, talos_context, talos_endpoints, timeout):

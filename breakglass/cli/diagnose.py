@@ -20,6 +20,7 @@ from breakglass.cli._base import (
     KnownHostsOpt,
     Output,
     OutputOpt,
+    _line_open,
     _progress_line,
     _render,
     _run,
@@ -139,6 +140,7 @@ def diagnose(
         finally:
             if progress:
                 print("\r\033[K", end="", file=sys.stderr, flush=True)
+                _line_open(False)
         if webhooks:
             warnings += _prove_from_file(diag, webhooks)
         if etcd_endpoints or kubeconfig:

@@ -21,6 +21,7 @@ from breakglass.cli._base import (
     KnownHostsOpt,
     Output,
     OutputOpt,
+    _line_open,
     _progress_bytes,
     _run,
     _show,
@@ -127,6 +128,7 @@ def etcd_snapshot(
             etcd.close()
         if progress:
             print(file=sys.stderr)
+            _line_open(False)
         _show(output, "EtcdSnapshot", info,
               lambda: f"saved {info['size']} bytes to {info['path']} (sha256 {info['sha256']})")
         return 0

@@ -14,6 +14,7 @@ the cluster and the logs."""
 from __future__ import annotations
 
 from breakglass.core.safetext import printable
+from breakglass.present import layout
 from breakglass.present.layout import cells, fold
 from breakglass.present.prompts import SPIN, Choice, Validate, fit, no_choice, wrap, width
 
@@ -120,9 +121,11 @@ class QuestionaryPrompter:
         if self._spin:
             print("\r\033[K", end="")
             self._spin = 0
+            layout.open_line = False
         print(wrap(f"[{self.banner}] {text}" if self.banner and text else text), flush=True)
 
     def progress(self, text: str) -> None:
         self._spin += 1
         line = fit(f"{SPIN[self._spin % 4]} {text}", reserve=1)
         print(f"\r\033[K{line}", end="", flush=True)
+        layout.open_line = True

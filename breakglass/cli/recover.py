@@ -34,6 +34,7 @@ from breakglass.cli._base import (
     KubeconfigOpt,
     Output,
     OutputOpt,
+    _line_open,
     _progress_bytes,
     _render,
     _run,
@@ -152,6 +153,7 @@ def _spin_line(text: str) -> None:
 
     width = max(20, shutil.get_terminal_size((80, 24)).columns - 1)  # one line: a wrapped one is never erased
     print(f"\r\033[K{SPIN[_spun[0] % 4]} {_safe(text)}"[:width + 4], end="", file=sys.stderr, flush=True)
+    _line_open()
 
 
 def _wanted(o: Options) -> list:
@@ -248,8 +250,10 @@ def _carry_out(o: Options, remedy, steps, question: str, meta: dict, wait_hosts=
                            on_retry=_retrying)
     if progress:
         print(file=sys.stderr)
+        _line_open(False)
     if getattr(remedy, "on_wait", None):
         print("\r\033[K", end="", file=sys.stderr, flush=True)  # the kubelet spinner's line
+        _line_open(False)
     states, entry = _verify(o, watch)
     res.readiness, res.ready_check = states, entry
     recovery.record_readiness(res.run, o.state_dir, entry)

@@ -15,6 +15,10 @@ import unicodedata
 
 from breakglass.core.safetext import printable
 
+# A progress or spinner line written without its newline, still on the terminal's last line: the next message
+# (an error after Ctrl-C) must begin on a line of its own, not after it (`^Cbreakglass: er|ror:`)
+open_line = False
+
 PIPED = 100  # stdout is a file or a pipe: the same text every time, whatever terminal started it
 NARROWEST, WIDEST = 40, 200  # narrower is unusable; prose wider than this is hard to read
 
