@@ -29,6 +29,11 @@ from tests.conftest import ROOT, run_cli
 TALOS = os.path.join(ROOT, "tests", "talos", "v1.12-multidoc-overlap.yaml")
 K3S = os.path.join(ROOT, "tests", "k3s")
 LOG = os.path.join(ROOT, "examples", "logs", "talos-servicecidr-kyverno.log")
+
+
+def unfolded(text: str) -> str:
+    """Text as one line of words: a command's ` \\` continuations and a path's ↪ rest joined back."""
+    return " ".join(re.sub(r"\n\s*↪ ", "", re.sub(r" \\\n\s*", " ", text)).split())
 VWH = "ValidatingAdmissionWebhook"
 
 
@@ -101,9 +106,9 @@ def test_a_talos_file_in_text_ends_saying_edited_not_applied(tmp_path):
     text = p.stdout.decode()
     assert re.search(r"^run \S+: edited-not-applied$", text, re.M)
     assert "applied, verified" not in text and not re.search(r"^run \S+: applied$", text, re.M)
-    flat = " ".join(text.split())  # prose folds to the terminal's width
+    flat = unfolded(text)  # prose and commands fold to the terminal's width
     assert "not verified: " in text and f"{cfg} edited here, not applied to any node" in flat
-    assert f"talosctl apply-config -n NODE -f {cfg} --mode=no-reboot" in text
+    assert f"talosctl apply-config -n NODE -f {cfg} --mode=no-reboot" in flat
     assert _ends_saying_edited_not_applied(text), text
     # runs and report.md say the same
     listed = json.loads(run_cli("runs", "-o", "json", env=_env(tmp_path)).stdout)
@@ -157,13 +162,13 @@ def test_an_rke2_file_whose_own_item_is_edited_is_copied_whole_with_its_dropin(t
     assert p.returncode == 8, p.stderr
     text = p.stdout.decode()
     dropin = str(tmp_path / "fleet" / "config.yaml.d" / "99-breakglass.yaml")
-    assert f"{cfg} and {dropin} edited here, not applied to any node" in " ".join(text.split())
+    assert f"{cfg} and {dropin} edited here, not applied to any node" in unfolded(text)
     for line in (f"ssh SERVER sudo tee /etc/rancher/rke2/config.yaml < {cfg} > /dev/null",
                  f"ssh SERVER sudo tee /etc/rancher/rke2/config.yaml.d/99-breakglass.yaml < {dropin} > /dev/null",
                  "ssh SERVER sudo systemctl restart rke2-server",
                  "ssh SERVER \"sudo /var/lib/rancher/rke2/bin/kubectl --kubeconfig /etc/rancher/rke2/rke2.yaml "
                  "get --raw='/readyz?verbose'\""):
-        assert line in text, line
+        assert " ".join(line.split()) in unfolded(text), line
     assert _ends_saying_edited_not_applied(text), text
     assert b"my-shared-secret" not in p.stdout  # the commands name the files, never their text
     run = re.search(r"^run (\S+): edited-not-applied$", text, re.M).group(1)
@@ -283,7 +288,7 @@ def test_the_wizard_says_edited_not_applied_and_ends_with_the_commands_when_not_
     assert wizard.run(p, str(tmp_path / "state")) == 8
     after = _said_after_the_change(p)
     assert "Edited, not applied" in after and "? Have you applied it" in after
-    assert f"talosctl apply-config -n NODE -f {cfg} --mode=no-reboot" in after
+    assert f"talosctl apply-config -n NODE -f {cfg} --mode=no-reboot" in unfolded(after)
     assert "Revert the temporary change now" not in after and "is ready" not in after
     last = [ln for ln in "\n".join(p.transcript).splitlines() if ln.strip()][-3:]
     assert last[0].strip().startswith("$ talosctl apply-config") and "kubectl get --raw" in last[1]

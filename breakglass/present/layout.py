@@ -66,17 +66,19 @@ def _pieces(text: str, punct: bool) -> list[tuple[str, str]]:
 
 
 def _split_long(pieces: list[tuple[str, str]], room: int) -> list[tuple[str, str]]:
-    """A word wider than a whole line (an etcd key, a URL) broken after a / , = : or - (_break_at), its rest on
-    the next line after ``CONTINUED``: the terminal would otherwise break it anywhere (``…-webho`` / ``ok-cfg``)."""
+    """A path, key or URL wider than a whole line broken after a / (the last that fits), the rest on the next
+    line after ``CONTINUED``: the terminal would break it anywhere (``…-webho`` / ``ok-cfg``). A word with no /
+    (a name) stays whole, for the terminal to fold."""
     out = []
     for sep, piece in pieces:
-        while cells(piece) > room:
-            at = _break_at(piece, room - len(CONTINUED))
-            if at <= 0:
+        mark = ""
+        while cells(mark + piece) > room:
+            at = piece[:max(0, room - cells(mark))].rfind("/") + 1
+            if at <= 0 or at >= len(piece):
                 break
-            out.append((sep, piece[:at]))
-            sep, piece = " ", CONTINUED + piece[at:]
-        out.append((sep, piece))
+            out.append((sep, mark + piece[:at]))
+            sep, mark, piece = " ", CONTINUED, piece[at:]
+        out.append((sep, mark + piece))
     return out
 
 
