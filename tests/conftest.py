@@ -105,3 +105,22 @@ def pytest_collection_modifyitems(config, items):
     late = [item for item in items if item.get_closest_marker("later_build")]
     if late:
         items[:] = [item for item in items if not item.get_closest_marker("later_build")] + late
+
+
+def unfold_lines(lines: list[str]) -> list[str]:
+    """Text lines as they were before breakglass folded them to the terminal (present.layout): a ``↪`` line goes
+    back on its line (with the space it broke at, or none after a separator), a command's `` \\`` line on the
+    next."""
+    out: list[str] = []
+    glue = False
+    for ln in lines:
+        cont = ln.lstrip().startswith("↪ ")
+        if out and (glue or cont):
+            rest = ln.lstrip()[2:] if cont else ln.lstrip()
+            out[-1] += ("" if out[-1].endswith(("/", ",", "=", ":", "-")) and not glue else " ") + rest
+        else:
+            out.append(ln)
+        glue = out[-1].endswith(" \\")
+        if glue:
+            out[-1] = out[-1][:-2]
+    return out

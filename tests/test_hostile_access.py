@@ -82,7 +82,7 @@ def test_every_remote_command_takes_its_path_after_double_dash(sshd, tmp_path):
     from breakglass.access.ssh import Node, SshOptions
     from breakglass.core.errors import BadInput
     from breakglass.logs import remote
-    from breakglass.ways import kubeadm_flags as kf
+    from breakglass.ways import kubeadm_flags as kf, nodefile
 
     spy = _Spy(Node("cp1", SshOptions(config=sshd.ssh_config, known_hosts=sshd.known_hosts)).connect())
     d = tmp_path / "logs dir"
@@ -95,7 +95,7 @@ def test_every_remote_command_takes_its_path_after_double_dash(sshd, tmp_path):
     f = tmp_path / "m.yaml"
     f.write_bytes(b"old\n")
     assert kf.read_remote(spy, str(f)) == b"old\n"
-    kf.write_remote(spy, str(f), kf.sha(b"old\n"), b"new\n")
+    nodefile.write_remote(spy, str(f), kf.sha(b"old\n"), b"new\n")
     assert f.read_bytes() == b"new\n"
     for c in spy.commands:
         assert " -- " in c, c
@@ -106,7 +106,7 @@ def test_every_remote_command_takes_its_path_after_double_dash(sshd, tmp_path):
         with pytest.raises(BadInput, match="must be an absolute path"):
             remote.ssh_files(spy, [bad])
     with pytest.raises(BadInput, match="must be an absolute path"):
-        kf.write_remote(spy, "-n", "0" * 64, b"")
+        nodefile.write_remote(spy, "-n", "0" * 64, b"")
     spy.node.close()
 
 

@@ -17,7 +17,7 @@ import tempfile
 import pytest
 
 from tests.real_control_plane import builds_settled, later_build
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, unfold_lines
 
 LOGS = sorted(p for p in glob.glob(os.path.join(ROOT, "examples", "logs", "*"))
               if p.endswith((".log", ".txt", ".jsonl")))
@@ -48,19 +48,7 @@ def squash(text: str) -> str:
 
 
 def joined(lines: list[str]) -> list[str]:
-    """Folded lines put back: a ↪ line goes on its line, a `` \\`` line on the next."""
-    out: list[str] = []
-    glue = False
-    for ln in lines:
-        if out and (glue or ln.lstrip().startswith("↪ ")):
-            rest = ln.lstrip()[2:] if ln.lstrip().startswith("↪ ") else ln.lstrip()
-            out[-1] += ("" if out[-1].endswith(("/", ",", "=", ":", "-")) and not glue else " ") + rest
-        else:
-            out.append(ln)
-        glue = out[-1].endswith(" \\")
-        if glue:
-            out[-1] = out[-1][:-2]
-    return out
+    return unfold_lines(lines)
 
 
 def _cli(*args: str, columns: int) -> str:
