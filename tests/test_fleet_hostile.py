@@ -244,7 +244,11 @@ def test_a_token_is_never_sent_over_plain_http_unless_asked(tmp_path, keys, http
         tls_auth = {h.get("authorization") for path, h in https.requests}
         assert "Bearer secret-token-value" in tls_auth
 
+        # the table gives the context its one row, the refusal in it; -v gives the whole line, once
         text = _audit(kc, "--all-contexts", env={"COLUMNS": "500"}).stdout.decode()
+        row = [ln for ln in text.splitlines() if ln.startswith("plain-token ")]
+        assert len(row) == 1 and "invalid: kubeconfig context plain-token: server" in row[0], text
+        text = _audit(kc, "--all-contexts", "-v", env={"COLUMNS": "500"}).stdout.decode()
         said = [ln for ln in text.splitlines() if "plain HTTP" in ln and ln.startswith("breakglass: error:")]
         assert len(said) == 1 and said[0].startswith("breakglass: error: plain-token: invalid: kubeconfig context")
 
