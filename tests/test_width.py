@@ -230,6 +230,49 @@ def test_a_refused_answer_shows_its_whole_reason_and_echoes_break_at_words(state
     assert _split_words(lines, 80, vocabulary) == [], lines
 
 
+
+def test_the_wizards_plan_at_80_columns_keeps_the_etcd_key_whole_or_marked(state):
+    """The plan the wizard shows before the typed word, in a real terminal of 80 columns: the etcd key in the
+    diff's header broke mid-word (`…-webho` / `ok-cfg`). Now every line fits, a key longer than a line breaks
+    after a / with the rest marked ↪ (read back joined, it is the key), and no word is split by the terminal."""
+    import subprocess
+
+    from breakglass import sandbox
+    from tests.conftest import unfold_lines
+    from tests.test_wizard_pty import CFG, LOG, Wizard
+
+    sb = sandbox.up(sandbox.default_dir(state))
+    key = f"/registry/validatingwebhookconfigurations/{CFG}"
+
+    def stored() -> bytes:
+        return subprocess.run(["etcdctl", f"--endpoints={sb.endpoint}", "get", key, "--print-value-only"],
+                              capture_output=True, check=True, timeout=30).stdout
+
+    before = stored()
+    assert before  # the seed's configuration is there to be deleted
+    w = Wizard(state, columns=80)
+    w.expect("Logs to diagnose")
+    w.answer(LOG)
+    w.expect("BOOTSTRAP DEADLOCK")
+    w.way_in("sandbox")
+    w.expect("Which way out")
+    w.child.send("\r")  # etcd: the only way the etcd-only sandbox offers
+    w.expect(r"Type (\S+) to apply:")
+    assert w.child.match.group(1) == CFG
+    seen = w.seen
+    w.child.sendcontrol("c")  # before the word: nothing changes
+    assert w.end() == 130
+    assert stored() == before
+    lines = _screen(seen, 80)
+    assert len(key) > 80 - len("     --- etcd ")  # the case: a key that cannot fit after its header
+    header = [ln for ln in unfold_lines(lines) if ln.lstrip().startswith("--- etcd ")]
+    assert len(header) == 1 and header[0].lstrip().startswith(f"--- etcd {key} (mod_revision "), lines
+    at = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("--- etcd "))
+    assert lines[at].endswith("/") and lines[at + 1].lstrip().startswith(f"↪ {CFG} "), lines[at:at + 3]
+    vocabulary = set(re.findall(r"[A-Za-z]{3,}", w.text() + open(LOG).read()))
+    assert _split_words(lines, 80, vocabulary) == [], lines
+
+
 def _bash_words(script: str) -> list[str]:
     import subprocess
 
