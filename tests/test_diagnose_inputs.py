@@ -63,6 +63,30 @@ def test_a_log_no_kubernetes_component_wrote_is_said_so_exit_2(tmp_path):
         f"{dpkg}: no line of kube-apiserver or another Kubernetes component in it"], out["warnings"]
 
 
+
+def test_a_document_that_only_talks_about_webhooks_is_not_a_log_but_a_paste_quoting_the_api_is(tmp_path):
+    """Our own README named directly was "nothing found", exit 0: its prose ("admission webhooks have locked it
+    up", "kubectl" in a table) passed for a Kubernetes component's lines. The API's own words quote the
+    webhook's name; a shell session starts a line with kubectl: those are still read, however quoted."""
+    p = run_cli("diagnose", os.path.join(ROOT, "README.md"))
+    err = p.stderr.decode()
+    assert p.returncode == 2 and "README.md: " in err and "none written by kube-apiserver" in err, (p.stdout, err)
+    prose = tmp_path / "notes.md"
+    prose.write_text("# Postmortem\n\nThe admission webhooks were failing closed on every node; we ran kubectl\n"
+                     "by hand and saw that failed calling webhook errors were everywhere.\n")
+    assert run_cli("diagnose", str(prose)).returncode == 2
+    denied = ('Error from server: admission webhook "validate.kyverno.svc-fail" denied the request: '
+              "policy require-labels failed\n")
+    for quote in ('"', '\\"', '\\\\\\"', "\u201c"):  # as typed, escaped once (JSON), twice (a ticket), curly
+        paste = tmp_path / "paste.txt"
+        line = "$ kubectl apply -f pod.yaml\n" if quote == '"' else ""
+        paste.write_text(line + denied.replace('"validate.kyverno.svc-fail"',
+                                               f"{quote}validate.kyverno.svc-fail{quote.replace(chr(0x201c), chr(0x201d))}"))
+        p = run_cli("diagnose", str(paste), "-o", "json")
+        assert p.returncode != 2, (quote, p.stderr)
+        assert "none written by" not in p.stderr.decode(), quote
+
+
 def test_a_named_key_file_is_refused_and_never_echoed(tmp_path):
     key = tmp_path / "apiserver.key"
     key.write_text("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIsecret\n-----END EC PRIVATE KEY-----\n")

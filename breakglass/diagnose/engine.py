@@ -184,13 +184,19 @@ _LOG_LIKE = re.compile(
 # logrus (k3s, RKE2, k0s: `level=info msg=`), zap/controller-runtime (operators, webhook backends), hclog (Vault's
 # injector), Go's standard log, kubectl's output and errors, a /readyz?verbose body, and a webhook's failure in any
 # words. A file with none of these (dpkg's log, etcd's own, an unrelated service's) is not what diagnose reads.
+# The API's own words quote the webhook's name ("failed calling webhook \"x\"", "admission webhook \"x\" denied"),
+# escaped once or more in JSON and tickets, or curly-quoted by a ticket system; prose that only names the
+# subject ("admission webhooks have locked it up", a README's) is not a Kubernetes component's line.
+_QUOTE = rb"(?:\\*[\"']|\xe2\x80\x9c)"
 K8S_LINE = re.compile(rb"\b[\w-]+\.go:\d+\]|\"ts\"\s*:\s*\d|\"auditID\"|audit\.k8s\.io/v1"
                       rb"|\blevel=\w+ msg=|\"logger\"\s*:|\t(?:INFO|ERROR|WARN|DEBUG)\t|controller-runtime"
                       rb"|(?m:^\d{4}-\d\d-\d\dT\S+\s+(?:INFO|ERROR|WARN|DEBUG)\s)"
                       rb"|\[(?:INFO|WARN|ERROR|DEBUG)\] +\w+:|(?m:^\S*\s*\d{4}/\d\d/\d\d \d\d:\d\d:\d\d )"
-                      rb"|Error from server|(?m:^Events:)|\bkubectl\b|(?:readyz|healthz|livez) check failed"
+                      rb"|Error from server|(?m:^Events:)|(?m:^[ \t>]*(?:[$#%] *)?kubectl [a-z])"
+                      rb"|(?:readyz|healthz|livez) check failed"
                       rb"|\[[+-]\](?:ping|log|etcd|informer-sync|poststarthook/)"
-                      rb"|[Ff]ailed calling webhook|failing (?:closed|open)|admission webhook")
+                      rb"|[Ff]ailed calling webhook(?:,|\s+" + _QUOTE + rb")|failing (?:closed|open) [\w.-]+:"
+                      rb"|admission webhook\s+" + _QUOTE)
 _K8S_OBJECT = re.compile(rb"(?m)^(?:apiVersion|kind):\s*\S|^\s*\{\s*\"(?:apiVersion|kind)\"")
 
 
