@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 import time
 
 import pytest
@@ -21,6 +23,7 @@ import pytest
 from breakglass.sandbox import engines, free_port
 from tests.real_apiserver_session import RealApiserver
 from tests.real_control_plane import binary_for, require
+from tests.conftest import ROOT, unfold_lines
 from tests.real_engines import EngineUnderTest
 
 RESOURCE_CFG = "kyverno-resource-validating-webhook-cfg"
@@ -114,9 +117,23 @@ def test_a_direct_patch_is_undone_and_the_audit_gives_kyvernos_own_form(kyverno)
     names = {c["name"] for c in fix["match_conditions"]}
     kyverno.until("the patched matchConditions undone", lambda: not names & {
         c["name"] for c in kyverno.hook(kyverno.get()).get("matchConditions") or []})
-    # the lasting form: Kyverno's ConfigMap. Kyverno puts the conditions in its webhook itself...
-    lasting = subprocess.run(["bash", "-c", fix["lasting"]["command"]],
-                             env={**os.environ, "KUBECONFIG": kyverno.kubeconfig}, capture_output=True, timeout=60)
+    # the lasting form: Kyverno's ConfigMap, as the text at 80 columns gives it (the patch as YAML to save, and
+    # `--patch-file`; -o json's one-line command is the same change: tests/test_width). Kyverno puts the
+    # conditions in its webhook itself...
+    env = {**os.environ, "KUBECONFIG": kyverno.kubeconfig, "COLUMNS": "80"}
+    text = subprocess.run([sys.executable, "-m", "breakglass", "audit"], env={
+        **env, "BREAKGLASS_STATE_DIR": os.path.join(kyverno.dir, "state")}, cwd=ROOT, capture_output=True,
+        timeout=120).stdout.decode()
+    shown = re.search(r"by \(this patch, saved as (kyverno-config\.yaml)\):\n(.*?)\n    then:\n([^\n]*)",
+                      "\n".join(unfold_lines(text.splitlines())), re.S)
+    assert shown, text
+    work = os.path.join(kyverno.dir, "paste")
+    os.makedirs(work, exist_ok=True)
+    with open(os.path.join(work, shown.group(1)), "w") as fh:
+        fh.write(shown.group(2) + "\n")  # what the engineer selects and saves, indentation and all
+    command = shown.group(3).strip().removeprefix("$ ")
+    assert command == "kubectl -n kyverno patch configmap kyverno --type=merge --patch-file=kyverno-config.yaml"
+    lasting = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, timeout=60)
     assert lasting.returncode == 0, lasting.stderr.decode()
     applied = time.monotonic()
     kyverno.until("Kyverno's own webhook carrying the ConfigMap's matchConditions", lambda: names <= {

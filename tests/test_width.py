@@ -103,6 +103,55 @@ def test_audit_fits_80_columns_but_its_patches_and_commands_stay_whole(verbose):
     assert shown and all(yaml.safe_load(block) in patches for block in shown)
 
 
+
+def _owned_configurations(tmp_path) -> str:
+    """Kyverno's configuration (its label) and Gatekeeper's (its label, name and webhook), both failing closed on
+    everything: their lasting fixes are Kyverno's ConfigMap and Gatekeeper's Helm values."""
+    from tests.test_codec import KYVERNO
+
+    gk = json.loads(json.dumps(KYVERNO))
+    gk["metadata"].update(name="gatekeeper-validating-webhook-configuration", labels={"gatekeeper.sh/system": "yes"})
+    gk["webhooks"][0].update(name="validation.gatekeeper.sh", clientConfig={"service": {
+        "namespace": "gatekeeper-system", "name": "gatekeeper-webhook-service", "path": "/v1/admit"}})
+    path = tmp_path / "owned.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [KYVERNO, gk]}))
+    return str(path)
+
+
+def test_an_owners_long_lasting_command_is_a_file_and_a_short_command_at_80_columns(tmp_path):
+    """Kyverno's ConfigMap patch was one 6,000-character line (75 rows of an 80-column terminal) and Gatekeeper's
+    helm --set-json another: the text gives the patch as YAML to save and `--patch-file`, and the values above
+    to `helm upgrade -f`; -o json keeps the one-line commands, and both forms are the same change."""
+    import shlex
+
+    import yaml
+
+    owned = _owned_configurations(tmp_path)
+    text = _cli("audit", "-f", owned, columns=80)
+    assert [ln for ln in text.splitlines() if len(ln) > 80] == [], text
+    text = "\n".join(unfold_lines(text.splitlines()))  # the folded commands read back as one line each
+    doc = json.loads(_cli("audit", "-f", owned, "-o", "json", columns=80))["result"]
+    lasting = {f["fix"]["lasting"]["form"]: f["fix"]["lasting"] for f in doc["findings"] if f.get("fix")}
+    assert set(lasting) == {"kyverno-config", "gatekeeper-values"}, lasting
+    assert all(len(x["command"]) > 400 for x in lasting.values())  # the case: too long to read in a terminal
+    # one webhook's findings share its fix: shown under the first, named by the others
+    fixes = [f for f in doc["findings"] if f.get("fix") and f["webhook"] == "validation.gatekeeper.sh"]
+    assert len(fixes) == 3 and text.count("lasting fix, where Gatekeeper keeps it") == 1, text
+    assert text.count(f"fix: the same as [{fixes[0]['id']}]'s") == 2, text
+    block = re.search(r"by \(this patch, saved as kyverno-config\.yaml\):\n(.*?)\n    then:\n"
+                      r"      \$ kubectl -n kyverno patch configmap kyverno --type=merge "
+                      r"--patch-file=kyverno-config\.yaml\n", text, re.S)
+    assert block, text
+    from_file = yaml.safe_load(block.group(1))
+    one_line = json.loads(shlex.split(lasting["kyverno-config"]["command"].split(" -p ", 1)[1])[0])
+    assert json.loads(from_file["data"]["matchConditions"]) == json.loads(one_line["data"]["matchConditions"])
+    helm = re.search(r"by \(the YAML above saved as values\.yaml\):\n      \$ (helm upgrade .*?)\n", text)
+    assert helm and helm.group(1) == lasting["gatekeeper-values"]["command"].split(" --set-json ")[0] + " -f values.yaml"
+    keep = re.search(r"keep \(YAML\):\n(.*?)\n    by \(the YAML above", text, re.S)
+    conds = json.loads(lasting["gatekeeper-values"]["command"].split("validatingWebhookMatchConditions=", 1)[1][:-1])
+    assert yaml.safe_load(keep.group(1)) == {"validatingWebhookMatchConditions": conds}
+
+
 @pytest.mark.parametrize("log", AUDIT_LOGS, ids=os.path.basename)
 def test_leaks_fit_80_columns_with_every_name_whole(log):
     text = _cli("leaks", "--audit-log", log, columns=80)

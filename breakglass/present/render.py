@@ -141,17 +141,29 @@ def listing(li, warnings: list[str]) -> str:
     return _join(out)
 
 
+_PATCH_BY_FILE = 400  # characters of a one-line patch command: about five lines of an 80-column terminal
+
+
 def lasting(place, indent: str) -> list[str]:
     """Where an owned configuration's fix lasts: why, the YAML the owner keeps, and the one command (both whole)."""
     out = _wrap(f"lasting fix, where {place.owner} keeps it ({place.form}): {place.note}", indent, indent + "  ")
     out.append(f"{indent}keep (YAML):")
     out += layout.yaml_lines(place.snippet, layout.width(), indent + "  ")
-    out.append(f"{indent}by:")
-    out += _command(indent + "  ", place.command)
+    cmd = place.command
+    if len(cmd) > _PATCH_BY_FILE and cmd.startswith("helm upgrade ") and " --set-json " in cmd:
+        # the values above are what --set-json sets: a file of them is the same upgrade, a line long
+        out.append(f"{indent}by (the YAML above saved as values.yaml):")
+        out += _command(indent + "  ", cmd.split(" --set-json ", 1)[0] + " -f values.yaml")
+    elif len(cmd) > _PATCH_BY_FILE and place.patch_file and " -p " in cmd:
+        name = f"{place.form}.yaml"
+        out.append(f"{indent}by (this patch, saved as {name}):")
+        out += layout.yaml_lines(place.patch_file, layout.width(), indent + "  ")
+        out.append(f"{indent}then:")
+        out += _command(indent + "  ", cmd.split(" -p ", 1)[0] + f" --patch-file={name}")
+    else:
+        out.append(f"{indent}by:")
+        out += _command(indent + "  ", cmd)
     return out
-
-
-_PATCH_BY_FILE = 400  # characters of a one-line patch command: about five lines of an 80-column terminal
 
 
 def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
@@ -163,6 +175,7 @@ def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
     target = f" for Kubernetes {rep.target_version}" if rep.target_version else ""
     out += _wrap(f"audit of {rep.configurations} configuration(s), {rep.webhooks} webhook(s){target}: {summary}",
                  "", "  ")
+    fixed: dict[str, str] = {}  # a fix's command -> the finding it was shown under
     for f in rep.findings:
         if f.severity in ("info", "low") and not verbose:
             continue
@@ -170,7 +183,13 @@ def audit_report(rep, warnings: list[str], verbose: bool = False) -> str:
         out += _wrap(f"[{f.id}] {f.severity.upper()}  {f.rule}: {f.title}", "", "    ")
         out += _pair("configuration", f"{f.configuration}  ({f.source})", "    ", 15)
         out += _wrap(f.explanation, "    ")
-        if f.fix:
+        if f.fix and f.fix.command in fixed:
+            # one webhook's findings share one fix (its conditions cover every risk found): shown once, a
+            # hundred lines of YAML each time at 80 columns otherwise (-o json gives it with every finding)
+            out += _wrap(f"fix: the same as [{fixed[f.fix.command]}]'s (one patch for this webhook's findings)",
+                         "    ", "      ")
+        elif f.fix:
+            fixed[f.fix.command] = f.id
             # a one-line patch of many conditions is pages of a terminal: the YAML shown once, saved, is the patch
             # (the same at every width: -o json keeps the one-line command)
             by_file = f.fix.command.startswith("kubectl patch ") and " -p " in f.fix.command \

@@ -176,6 +176,9 @@ class Placement:
     command: str  # the one command that makes the change (kubectl or helm)
     snippet: str  # YAML: the values or the object change to keep (in Git for GitOps)
     note: str  # why here, and what to watch for
+    # the body of a `kubectl patch -p` command as YAML, for a file when the one line is too long to read (text
+    # output gives `--patch-file`); the same change, its JSON values spaced so that they fold at a terminal's width
+    patch_file: str = ""
 
     def to_json(self) -> dict:
         return {"form": self.form, "owner": self.owner, "command": self.command, "snippet": self.snippet,
@@ -214,7 +217,8 @@ def place(cfg: model.AdmissionConfig, webhook: str | None, conds: list[dict], pa
                 "every resource webhook it registers) is kept. Merge with any conditions already there; with Helm "
                 "set config.matchConditions (below) so an upgrade keeps it"
                 + (f"; {gitops.name} re-applies the chart: commit the values there" if gitops else ""))
-        return Placement("kyverno-config", "Kyverno", command, _yaml({"config": {"matchConditions": conds}}), note)
+        return Placement("kyverno-config", "Kyverno", command, _yaml({"config": {"matchConditions": conds}}), note,
+                         _yaml({"data": {"matchConditions": json.dumps(conds)}}))  # Kyverno json.Unmarshals it
     gk = who.first("gatekeeper")
     if gk and webhook in (None, "validation.gatekeeper.sh"):
         release = cfg.annotations.get("meta.helm.sh/release-name") or "gatekeeper"
