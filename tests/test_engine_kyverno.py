@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -59,6 +60,14 @@ def kyverno(tmp_path_factory):
     directory = str(tmp_path_factory.mktemp("kyverno"))
     api = RealApiserver(directory, apiserver_bin).start()
     k = Kyverno(directory, api)
+    # Kyverno's default metrics port taken, as by another sandbox's Kyverno (it exited at start, "listen tcp
+    # :8000: bind: address already in use"): the engine is started on ports of its own
+    squatter = socket.socket()
+    try:
+        squatter.bind(("0.0.0.0", 8000))
+        squatter.listen()
+    except OSError:
+        pass  # already taken by something else: the same case
     try:
         engines.apply(api.client, engines.kyverno_install(engines.versions("kyverno")[-1]))
         k.start()
@@ -70,6 +79,7 @@ def kyverno(tmp_path_factory):
     finally:
         k.stop()
         api.stop()
+        squatter.close()
 
 
 def _running(k: Kyverno) -> dict:

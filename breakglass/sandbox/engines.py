@@ -185,6 +185,9 @@ def kyverno(directory: str, kubeconfig: str, port: int, extra: list[str] = ()) -
             "--tlsSecretName=kyverno-svc.kyverno.svc.kyverno-tls-pair", "--servicePort=443",
             "--backgroundServiceAccountName=system:serviceaccount:kyverno:kyverno-background-controller",
             "--reportsServiceAccountName=system:serviceaccount:kyverno:kyverno-reports-controller",
+            # its metrics server listens even with --disableMetrics, on 0.0.0.0:8000 unless told: a second
+            # sandbox's Kyverno (or anything on 8000, a common port) made it exit at start
+            "--metricsHost=127.0.0.1", f"--metricsPort={_free_port()}",
             "--autoUpdateWebhooks=true", "--admissionReports=false", "--disableMetrics=true",
             "--controllerRuntimeMetricsAddress=0", "--enableDeferredLoading=true", "--loggingFormat=text", "--v=2",
             "--omitEvents=PolicyApplied,PolicySkipped,PolicyViolation,PolicyError", *extra]
