@@ -362,6 +362,25 @@ def test_a_degraded_cluster_is_sent_to_its_backend_first_with_the_ways_out_one_a
     assert ("? How can you reach the cluster?" in text) is go_on
 
 
+def test_a_url_webhooks_backend_is_named_by_its_url_never_by_placeholders(state, tmp_path):
+    """The backend hint was `kubectl -n NAMESPACE get endpointslices … SERVICE` for a url: webhook, which has no
+    Service: now its URL's server is named, a Service's pods and endpoints otherwise, and with nothing known the
+    command that lists every webhook's backend."""
+    log = tmp_path / "apiserver.log"
+    log.write_text(DEGRADED.replace("kyverno-svc.kyverno.svc:443", "10.0.7.9:8443").replace(
+        "dial tcp 10.96.12.7:443", "dial tcp 10.0.7.9:8443"))
+    p = ScriptedPrompter([str(log), False])
+    assert wizard.run(p, state) == 0
+    text = "\n".join(p.transcript)
+    assert "Fix the backend first" in text and "the server at https://10.0.7.9:8443/validate/fail" in text, text
+    assert "NAMESPACE" not in text and "SERVICE" not in text, text
+    assert wizard._backend_commands([], []) == [
+        "  $ breakglass webhooks   # every webhook with its backend (add your way in: --kubeconfig, --etcd-endpoints)"]
+    assert wizard._backend_commands(["kyverno/kyverno-svc"], []) == [
+        "  $ kubectl -n kyverno get pods; kubectl -n kyverno get endpointslices "
+        "-l kubernetes.io/service-name=kyverno-svc"]
+
+
 def test_the_wizards_lasting_fix_is_kyvernos_own_form_for_kyvernos_configuration_and_a_patch_otherwise():
     """Issue 35 §4: the wizard gives the fix where the owner keeps it (a patch of Kyverno's configuration is undone
     within a second); an unowned configuration gets the direct patch."""

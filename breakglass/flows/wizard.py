@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import time
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ from breakglass.flows import planner, readiness, recovery, retry
 from breakglass.present import render
 from breakglass.core.errors import BadInput, BreakglassError, Declined, ExitCode, Interrupted, Unreachable
 from breakglass.core.runstates import EDITED
+from breakglass.core.safetext import printable
 from breakglass.diagnose.model import BOOTSTRAP
 from breakglass.present.prompts import Choice, Prompter
 from breakglass.text.admission_flags import WEBHOOK_PLUGINS
@@ -315,7 +317,8 @@ def _after_edit(p: Prompter, state, access, res, record, targets, services) -> i
         return int(ExitCode.NOT_VERIFIED)
     p.say(f"Applied by you, and {url} is ready.")
     p.say("Before reverting, the webhook's backend must be healthy: its pods ready and its Service's endpoints "
-          "present (kubectl -n NAMESPACE get endpointslices -l kubernetes.io/service-name=SERVICE).")
+          "present, or for a url: webhook, the server at its URL answering:")
+    p.say("\n".join(_backend_commands(services, [])))
     _check_backends(p, access, res.run, state)
     fix = _permanent_fix(targets, _configurations_of(res.run, state, access))
     if fix:
@@ -414,7 +417,6 @@ def _revert(p: Prompter, run_id: str, state: str | None, access: planner.Access)
         p.say("The apiserver itself cannot call a webhook this revert re-armed: writes it intercepts fail now.")
         p.say(f"To take the change back: {redo}")
         if p.confirm("Take the change back now (run that command)?", False):
-            import shlex  # noqa: PLC0415
             import subprocess  # noqa: PLC0415
             import sys  # noqa: PLC0415
 
@@ -802,8 +804,6 @@ def _short(reason: str | None) -> str | None:
 
 def _manual(targets: list[dict], access=None) -> str:
     """The ways out by hand; etcdctl with the endpoints and TLS files typed for the way in (ETCDCTL_* alike)."""
-    import shlex  # noqa: PLC0415
-
     name = targets[0]["configuration"] if targets else "NAME"
     key = targets[0].get("etcd_key") if targets else f"/registry/validatingwebhookconfigurations/{name}"
     settings = getattr(getattr(access, "etcd", None), "settings", None)
@@ -1047,14 +1047,28 @@ def _degraded(p: Prompter, diag) -> bool:
     """The webhook is down but blocks nothing the cluster needs to heal: it comes back when its backend does, so
     the backend is the first thing to fix; the ways out stay one answer away. True to go on to them."""
     services = sorted({f.service for f in diag.findings if f.service})
+    urls = sorted({f.url for f in diag.findings if f.url and not f.service})
     p.say("Nothing the cluster needs to come back is blocked: this heals once the webhook's backend answers again. "
           "Fix the backend first:")
-    for svc in services or ["NAMESPACE/SERVICE"]:
-        ns, name = svc.split("/", 1)
-        p.say(f"  $ kubectl -n {ns} get pods; kubectl -n {ns} get endpointslices -l kubernetes.io/service-name={name}")
+    p.say("\n".join(_backend_commands(services, urls)))
     if diag.verdict.prove:
         p.say(f"To check that no cycle holds the cluster: {diag.verdict.prove}")
     return p.confirm("Look for a way out anyway?", False)
+
+
+def _backend_commands(services: list[str], urls: list[str]) -> list[str]:
+    """What shows a webhook's backend, for the backends the log or the plan named: a Service's pods and endpoints;
+    a url: webhook's server (no Service, no pods to list: the host in its URL); when none is known, the command
+    that lists every webhook with its backend (never a NAMESPACE/SERVICE placeholder to fill in at 3 a.m.)."""
+    out = []
+    for svc in services:
+        ns, name = (shlex.quote(x) for x in svc.split("/", 1))
+        out.append(f"  $ kubectl -n {ns} get pods; kubectl -n {ns} get endpointslices "
+                   f"-l kubernetes.io/service-name={name}")
+    for url in urls:
+        out.append(f"  the server at {printable(url)} (a url: webhook: no Service or pods in the cluster name it)")
+    return out or ["  $ breakglass webhooks   # every webhook with its backend (add your way in: --kubeconfig, "
+                   "--etcd-endpoints)"]
 
 
 def _stuck(p: Prompter) -> bool:
