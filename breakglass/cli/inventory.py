@@ -254,7 +254,8 @@ def audit(
             inv.configs += extra.configs
             inv.warnings += extra.warnings
             inv.problems += extra.problems
-        rep = _audit.audit(inv.configs, target_version, inv.namespaces, inv.problems)
+        rep = _audit.audit(inv.configs, target_version, inv.namespaces, inv.problems,
+                           _audit.running_minor(inv.version))
         worst = _audit.RANK[rep.worst] if rep.worst else -1
         code = int(ExitCode.FOUND if worst >= _audit.RANK[fail_on.value] else ExitCode.OK)
         _show(output_, "AuditReport", rep, lambda: _render().audit_report(

@@ -107,7 +107,7 @@ def risks_of(findings) -> list[Risk]:
                  _fix_label(f)) for f in findings]
 
 
-def _risks_in_chunks(configs, target_version, namespaces) -> tuple[list[Risk], str | None]:
+def _risks_in_chunks(configs, target_version, namespaces, running=None) -> tuple[list[Risk], str | None]:
     """The audit's findings, as risks, AUDIT_CHUNK configurations at a time: the findings of a configuration
     depend on it alone, and on the policy bindings (passed with every chunk; a binding has no finding of its
     own). Only each chunk's short labels outlive it."""
@@ -116,7 +116,7 @@ def _risks_in_chunks(configs, target_version, namespaces) -> tuple[list[Risk], s
     risks: list[Risk] = []
     worst = None
     for i in range(0, len(rest), AUDIT_CHUNK):
-        rep = _audit.audit(rest[i:i + AUDIT_CHUNK] + bindings, target_version, namespaces)
+        rep = _audit.audit(rest[i:i + AUDIT_CHUNK] + bindings, target_version, namespaces, running=running)
         risks += risks_of(rep.findings)
         if rep.worst and (worst is None or _audit.RANK[rep.worst] > _audit.RANK[worst]):
             worst = rep.worst
@@ -152,11 +152,12 @@ def audit_once(api, target_version: str | None = None, keep_report: bool = True)
     _audit.parse_version(target_version)
     inv = sources.load_api_with(api)
     if keep_report:
-        rep = _audit.audit(inv.configs, target_version, inv.namespaces)
+        rep = _audit.audit(inv.configs, target_version, inv.namespaces, running=_audit.running_minor(inv.version))
         risks, worst = risks_of(rep.findings), rep.worst
     else:
         rep = None
-        risks, worst = _risks_in_chunks(inv.configs, target_version, inv.namespaces)
+        risks, worst = _risks_in_chunks(inv.configs, target_version, inv.namespaces,
+                                        _audit.running_minor(inv.version))
     services: dict[str, _backend.Backend] = {}  # a Service behind several webhooks is read once per audit
     counted: dict[tuple, int] = {}  # and a URL called once
     rows, fail_closed = [], {}

@@ -16,7 +16,6 @@ context's client settings are built from that one parse.
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import shlex
@@ -169,17 +168,6 @@ def next_minor(git_version: str) -> str | None:
     return f"{parsed[0]}.{parsed[1] + 1}" if parsed else None
 
 
-def _server_version(api) -> str | None:
-    status, body = api.get("/version")
-    if status != 200:
-        return None
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return None
-    return str(doc.get("gitVersion")) if isinstance(doc, dict) and doc.get("gitVersion") else None
-
-
 def _reason(err: BreakglassError) -> str:
     text = str(err)
     if " 401 " in text or " 403 " in text or "Unauthorized" in text or "Forbidden" in text:
@@ -205,12 +193,13 @@ def audit_cluster(cluster: Cluster, target_version: str | None, timeout: float, 
         api = kubeapi.connect(cluster.kubeconfig, cluster.context, timeout, loaded=cluster.loaded, plugins=plugins,
                               deadline=start + timeout, interactive=False)
         out.server = api.host
-        out.version = _server_version(api)
+        out.version = sources.server_version(api)
         out.target_version = target_version or (next_minor(out.version) if out.version else None)
         if not target_version and not out.target_version:
             out.warnings.append("its version could not be read (/version): audited with the newest rules")
         inv = sources.load_api_with(api)
-        out.report = _audit.audit(inv.configs, out.target_version, inv.namespaces)
+        out.report = _audit.audit(inv.configs, out.target_version, inv.namespaces,
+                                  running=_audit.running_minor(out.version))
         out.audited = [f"{c.kind_name}/{c.name}/{w.name}" for c in inv.configs for w in c.webhooks] + \
                       [f"{c.kind_name}/{c.name}" for c in inv.configs if not c.webhooks]
         out.warnings += inv.warnings + [f"encrypted, not audited: {k}" for k in inv.opaque]

@@ -77,6 +77,16 @@ def parse_version(text: str | None) -> tuple[int, int] | None:
     return int(m[1]), int(m[2])
 
 
+def running_minor(git_version: str | None) -> tuple[int, int] | None:
+    """The minor a cluster's /version gitVersion names, or None where it names none this can read."""
+    from breakglass.core.errors import BadInput  # noqa: PLC0415 - as parse_version imports it
+
+    try:
+        return parse_version(git_version)
+    except BadInput:
+        return None
+
+
 # -- matching -----------------------------------------------------------------------------------
 
 def rule_matches(rule: Rule, kind: BootstrapKind, match_policy: str = "Equivalent") -> bool:
@@ -288,15 +298,31 @@ def _hit_text(hits: list[intercept.Hit]) -> str:
     for h in hits:
         w = h.write
         where = f" in {', '.join(h.namespaces)}" if h.namespaces else ""
-        parts.append(f"{'/'.join(w.operations)} {w.qualified}{where} by {w.actor} ({w.severity}: {w.breaks})")
+        parts.append(f"{'/'.join(w.operations)} {w.qualified}{where} by {w.actor} ({h.severity}: {w.breaks})")
     return "; ".join(dict.fromkeys(parts))
 
 
 def _worst(hits: list[intercept.Hit]) -> str:
-    return max((h.write.severity for h in hits), key=RANK.get)
+    return max((h.severity for h in hits), key=RANK.get)
 
 
-def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target, namespaces=None) -> list[AuditFinding]:
+def _retired_text(hits: list[intercept.Hit]) -> str:
+    """Why a match through a retired API version is counted, and how to have it judged exactly."""
+    old = {h.retired: h.retired_until for h in hits if h.retired}
+    if not old:
+        return ""
+    by_release: dict[tuple[int, int], list[str]] = {}
+    for version, last in old.items():
+        by_release.setdefault(last, []).append(version)
+    named = "; ".join(f"{' and '.join(vs)} (served by Kubernetes {last[0]}.{last[1]} and older)"
+                      for last, vs in sorted(by_release.items()))
+    return (f" Its rules reach {'these' if len(hits) > 1 else 'it'} only through {named}: under matchPolicy "
+            f"Equivalent a rule covers the served versions of what it names, so on a newer cluster it intercepts "
+            f"nothing. The cluster's version is not known here, so this counts as at most medium; --target-version "
+            f"(or auditing through the API) says whether it applies.")
+
+
+def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target, namespaces=None, running=None) -> list[AuditFinding]:
     out: list[AuditFinding] = []
     ident = f"{cfg.kind_name}/{cfg.name}"
     fail = w.failure_policy == "Fail"
@@ -306,7 +332,7 @@ def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target, namespaces=None)
         out.append(AuditFinding("", rule, severity, ident, w.name, title, explanation,
                                 list(dict.fromkeys(kinds)), cfg.source, fix))
 
-    hits = intercept.webhook_hits(w, target, namespaces)
+    hits = intercept.webhook_hits(w, target, namespaces, running, guess_retired=True)
     if cfg.manifest_based:
         _static_findings(cfg, w, fail, add)
     if fail:
@@ -332,6 +358,7 @@ def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target, namespaces=None)
                 names = list(dict.fromkeys(k.kind for k in new))
                 expl += (f" {', '.join(names)} {'is' if len(names) == 1 else 'are'} new at start from "
                          f"Kubernetes 1.33: wildcard rules that were harmless before start matching on upgrade.")
+            expl += _retired_text(ready)
             add("bootstrap-intercept", _worst(ready),
                 f'webhook "{w.name}" can deadlock the apiserver at start', expl, [h.write.kind for h in hits],
                 _fix_writes(cfg, w, hits))
@@ -339,7 +366,7 @@ def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target, namespaces=None)
         if rest:
             add("recovery-intercept", _worst(rest),
                 f'webhook "{w.name}" intercepts writes a cluster needs to come back',
-                f"{policy_text}, and while its backend is down it refuses: {_hit_text(rest)}.",
+                f"{policy_text}, and while its backend is down it refuses: {_hit_text(rest)}.{_retired_text(rest)}",
                 [h.write.kind for h in rest], _fix_writes(cfg, w, hits))
         own_ns = (w.service or "/").split("/")[0]
         if own_ns and any(h.write.id == "kcm-backend-pods" for h in hits):
@@ -363,16 +390,16 @@ def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target, namespaces=None)
     else:
         leases = [h for h in hits if h.write.kind == "Lease"]
         if leases and w.timeout_seconds > LEASE_TIMEOUT_MAX:
-            add("lease-timeout", "high",
+            add("lease-timeout", "high" if any(not h.retired for h in leases) else "medium",
                 f'webhook "{w.name}" fails open, but only after {w.timeout_seconds}s, on Lease renewals',
                 f"failurePolicy Ignore with timeoutSeconds {w.timeout_seconds}, on {_hit_text(leases)}. Leader "
                 f"election renews within a {RENEW_DEADLINE}s deadline, each renewal with a 5s client timeout "
                 f"(`?timeout=5s`): while its backend hangs (packets dropped, not refused) every renewal waits for "
                 f"the webhook and times out first, so kube-controller-manager and the scheduler lose leadership "
                 f"and restart in a loop, and node heartbeats fall behind. Keep Leases out (the matchConditions "
-                f"below) or set timeoutSeconds to {LEASE_TIMEOUT_MAX} or less.",
+                f"below) or set timeoutSeconds to {LEASE_TIMEOUT_MAX} or less.{_retired_text(leases)}",
                 [h.write.kind for h in leases], _fix_writes(cfg, w, leases))
-        slow = [h for h in hits if h not in leases and heal.rank(h.write.severity) >= heal.rank("medium")]
+        slow = [h for h in hits if h not in leases and heal.rank(h.severity) >= heal.rank("medium")]
         if slow and w.timeout_seconds > SLOW_FAIL_OPEN:
             add("slow-fail-open", "medium",
                 f'webhook "{w.name}" fails open only after {w.timeout_seconds}s, on writes a cluster needs',
@@ -380,7 +407,8 @@ def _webhook_findings(cfg: AdmissionConfig, w: Webhook, target, namespaces=None)
                 f"control-plane clients give a request 30s: while its backend hangs, each of these writes waits "
                 f"{w.timeout_seconds}s before it is admitted, and with another webhook or a retry behind it, it "
                 f"times out instead. Set timeoutSeconds to {SLOW_FAIL_OPEN} or less (10, the v1 default, is "
-                f"enough for a healthy backend), or keep these writes out (the matchConditions below).",
+                f"enough for a healthy backend), or keep these writes out (the matchConditions below)."
+                f"{_retired_text(slow)}",
                 [h.write.kind for h in slow], _fix_writes(cfg, w, slow))
         add("fails-open", "info", f'webhook "{w.name}" fails open',
             "failurePolicy Ignore: it cannot deadlock the cluster, but while its backend is unreachable every "
@@ -442,7 +470,7 @@ def _self_intercept(w: Webhook, ns: str) -> bool:
 
 
 def _policy_findings(cfg: AdmissionConfig, bindings: list[AdmissionConfig], target,
-                     namespaces=None) -> list[AuditFinding]:
+                     namespaces=None, running=None) -> list[AuditFinding]:
     """An admission policy is at risk for every model write its matchConstraints, and some binding's
     matchResources, would send to it (a policy has no backend: no backend namespace)."""
     if cfg.failure_policy != "Fail":
@@ -450,7 +478,7 @@ def _policy_findings(cfg: AdmissionConfig, bindings: list[AdmissionConfig], targ
     mine = [b for b in bindings if b.policy_name == cfg.name and b.kind == (VAP_BINDING if cfg.kind == VAP else MAP_BINDING)]
     ident = f"{cfg.kind_name}/{cfg.name}"
     hits = intercept.hits(cfg.rules, "Equivalent", cfg.namespace_selector, cfg.object_selector, cfg.match_conditions,
-                          target, None, namespaces, cfg.exclude_rules)
+                          target, None, namespaces, cfg.exclude_rules, running, guess_retired=True)
     if not hits:
         return []
     if not mine:
@@ -462,7 +490,7 @@ def _policy_findings(cfg: AdmissionConfig, bindings: list[AdmissionConfig], targ
     for b in mine:
         rules = b.rules or cfg.rules  # a binding without matchResources rules narrows nothing
         narrowed = intercept.hits(rules, "Equivalent", b.namespace_selector, b.object_selector, [], target, None,
-                                  namespaces, b.exclude_rules)
+                                  namespaces, b.exclude_rules, running, guess_retired=True)
         ids = {h.write.id for h in narrowed}
         bound += [h for h in hits if h.write.id in ids and h not in bound]
     if not bound:
@@ -474,24 +502,26 @@ def _policy_findings(cfg: AdmissionConfig, bindings: list[AdmissionConfig], targ
         f"failurePolicy Fail and its matchConstraints cover {_hit_text(bound)}; bound by "
         f"{', '.join(b.name for b in mine)}. A failing or denying expression blocks those writes. Disabling the "
         f"webhook admission plugins does not switch it off: that takes --disable-admission-plugins={plugin} or "
-        f"deleting the binding.", list(dict.fromkeys(h.write.kind for h in bound)), cfg.source,
+        f"deleting the binding.{_retired_text(bound)}", list(dict.fromkeys(h.write.kind for h in bound)), cfg.source,
         _fix_writes(cfg, None, bound))]
 
 
 def audit(configs: list[AdmissionConfig], target_version: str | None = None,
-          namespaces: dict[str, dict[str, str]] | None = None, problems: list[dict] = ()) -> AuditReport:
+          namespaces: dict[str, dict[str, str]] | None = None, problems: list[dict] = (),
+          running: tuple[int, int] | None = None) -> AuditReport:
     """``namespaces``: name -> labels as the cluster holds them (when it was read); else the namespaces the heal
     model names are taken to carry only the label Kubernetes sets (kubernetes.io/metadata.name). ``problems``:
-    what reading the nodes found wrong outside any configuration (sources.Inventory.problems)."""
+    what reading the nodes found wrong outside any configuration (sources.Inventory.problems). ``running``: the
+    minor the cluster runs, when it was read (which retired API versions it still serves)."""
     target = parse_version(target_version)
     findings: list[AuditFinding] = [AuditFinding("", p["rule"], p["severity"], p["where"], None, p["title"],
                                                  p["explanation"]) for p in problems]
     bindings = [c for c in configs if c.kind in (VAP_BINDING, MAP_BINDING)]
     for cfg in configs:
         if cfg.kind in (VAP, MAP):
-            findings += _policy_findings(cfg, bindings, target, namespaces)
+            findings += _policy_findings(cfg, bindings, target, namespaces, running)
         for w in cfg.webhooks:
-            findings += _webhook_findings(cfg, w, target, namespaces)
+            findings += _webhook_findings(cfg, w, target, namespaces, running)
     findings.sort(key=lambda f: (-RANK[f.severity], f.configuration, f.webhook or "", f.rule))
     for i, f in enumerate(findings, 1):
         f.id = f"A{i}"

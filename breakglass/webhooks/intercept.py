@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from breakglass.heal import retired_versions
 from breakglass.heal import writes as heal
 from breakglass.heal.writes import Write
 
@@ -34,6 +35,24 @@ class Hit:
     write: Write
     rule: object  # the model.Rule that matched
     namespaces: tuple[str, ...]  # where it is intercepted (() for cluster-scoped)
+    # matched only through an API version the cluster may no longer serve (its version unknown): "apps/v1beta1"
+    retired: str | None = None
+
+    @property
+    def severity(self) -> str:
+        """The write's; at most medium when the match needs a cluster old enough to serve a retired version."""
+        if self.retired and heal.rank(self.write.severity) > heal.rank("medium"):
+            return "medium"
+        return self.write.severity
+
+    @property
+    def retired_until(self) -> tuple[int, int] | None:
+        """The last release serving the retired version this matched through."""
+        if not self.retired:
+            return None
+        group, _, version = self.retired.partition("/")
+        return retired_versions.last_served(group, version, self.write.group, self.write.resource,
+                                            self.write.subresource)
 
 
 def selector_matches(sel: dict | None, labels: dict[str, str]) -> bool:
@@ -91,6 +110,29 @@ def rule_matches(rule, w: Write, match_policy: str = "Equivalent") -> bool:
     return scope == "*" or (scope == "Cluster") == w.cluster_scoped
 
 
+def retired_match(rule, w: Write, at: tuple[int, int] | None) -> str | None:
+    """The retired group version (``apps/v1beta1``) through which an Equivalent rule that names no served version
+    covers the write on a cluster at ``at``: where that version is still served (``at`` no later than its last
+    release), or, with the cluster's version unknown (None), where it might be."""
+    ops = set(rule.operations)
+    if not ("*" in ops or ops & set(w.operations)) or "*" in rule.api_versions:
+        return None
+    if not _resource_matches(rule.resources, w.resource, w.subresource):
+        return None
+    if rule.resource_names and not set(rule.resource_names) & set(w.names):
+        return None
+    scope = rule.scope or "*"
+    if not (scope == "*" or (scope == "Cluster") == w.cluster_scoped):
+        return None
+    named = retired_versions.groups() if "*" in rule.api_groups else rule.api_groups
+    for group in named:
+        for version in rule.api_versions:
+            last = retired_versions.last_served(group, version, w.group, w.resource, w.subresource)
+            if last is not None and (at is None or at <= last):
+                return f"{group}/{version}"
+    return None
+
+
 def _generated_terms(expr: str) -> list[tuple[str, str, str | None, tuple[str, ...] | None]]:
     """(group, resource, subresource or None for any, namespaces or None for any) of the fix's own condition."""
     out = []
@@ -128,11 +170,20 @@ def condition_excludes(conditions: list[dict], w: Write, namespace: str | None) 
 
 def hits(rules, match_policy: str, ns_sel: dict | None, obj_sel: dict | None, conditions: list[dict],
          target: tuple[int, int] | None, backend_ns: str | None = None,
-         known_namespaces: dict[str, dict[str, str]] | None = None, exclude_rules=()) -> list[Hit]:
-    """Every model write at ``target`` these rules, selectors and conditions would send to the webhook."""
+         known_namespaces: dict[str, dict[str, str]] | None = None, exclude_rules=(),
+         running: tuple[int, int] | None = None, guess_retired: bool = False) -> list[Hit]:
+    """Every model write at ``target`` these rules, selectors and conditions would send to the webhook.
+    ``running``: the version the cluster runs, when ``target`` is not given (which API versions it serves). With
+    neither known, a rule through a retired API version counts only when ``guess_retired`` (the audit's caution:
+    the cluster might be old enough), as a Hit marked ``retired``."""
     out: list[Hit] = []
+    at = target or running
     for w in heal.for_version(target):
         rule = next((r for r in rules if rule_matches(r, w, match_policy)), None)
+        retired = None
+        if rule is None and match_policy != "Exact" and (at is not None or guess_retired):
+            rule, retired = next(((r, v) for r in rules if (v := retired_match(r, w, at))), (None, None))
+            retired = retired if at is None else None  # a known version serves it: a match like any other
         if rule is None or any(rule_matches(x, w) for x in exclude_rules):
             continue
         if w.kind == "Namespace":  # both selectors see the Namespace's own labels
@@ -140,24 +191,24 @@ def hits(rules, match_policy: str, ns_sel: dict | None, obj_sel: dict | None, co
                           and selector_matches(obj_sel, namespace_labels(n, known_namespaces))
                           and not condition_excludes(conditions, w, None))
             if where:
-                out.append(Hit(w, rule, ()))
+                out.append(Hit(w, rule, (), retired))
             continue
         if not selector_matches(obj_sel, dict(w.labels)):
             continue
         if w.cluster_scoped:
             if not condition_excludes(conditions, w, None):
-                out.append(Hit(w, rule, ()))
+                out.append(Hit(w, rule, (), retired))
             continue
         where = tuple(ns for ns in w.where(backend_ns)
                       if selector_matches(ns_sel, namespace_labels(ns, known_namespaces))
                       and not condition_excludes(conditions, w, ns))
         if where:
-            out.append(Hit(w, rule, where))
+            out.append(Hit(w, rule, where, retired))
     return out
 
 
-def webhook_hits(w, target=None, known_namespaces=None) -> list[Hit]:
+def webhook_hits(w, target=None, known_namespaces=None, running=None, guess_retired=False) -> list[Hit]:
     """``hits`` for a model.Webhook, its backend's namespace taken from its Service."""
     backend_ns = (w.service or "").partition("/")[0] or None
     return hits(w.rules, w.match_policy, w.namespace_selector, w.object_selector, w.match_conditions, target,
-                backend_ns, known_namespaces)
+                backend_ns, known_namespaces, running=running, guess_retired=guess_retired)

@@ -31,6 +31,7 @@ class Inventory:
     # what was found wrong on a node rather than in a configuration (a staticManifestsDir the apiserver cannot
     # see): dicts with rule, severity, where, title, explanation; audit reports each as a finding
     problems: list[dict] = field(default_factory=list)
+    version: str | None = None  # the apiserver's gitVersion (/version), when read through the API
 
 
 # -- files --------------------------------------------------------------------------------------
@@ -251,8 +252,21 @@ def load_api_with(api, kinds: tuple[str, ...] | None = None) -> Inventory:
             break
     if kinds is None:
         inv.namespaces = api_namespaces(api, inv.warnings)
+        inv.version = server_version(api)
     inv.sources.append(f"apiserver {api.host}")
     return inv
+
+
+def server_version(api) -> str | None:
+    """The apiserver's gitVersion from /version, or None where it does not say."""
+    status, body = api.get("/version")
+    if status != 200:
+        return None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    return str(doc.get("gitVersion")) if isinstance(doc, dict) and doc.get("gitVersion") else None
 
 
 def api_namespaces(api, warnings: list[str]) -> dict[str, dict[str, str]] | None:
