@@ -79,6 +79,30 @@ def test_controllers_refused_pods_by_a_webhook_without_endpoints_is_likely_a_sel
     assert diagnose_text(named).verdict.state == "degraded"
 
 
+TUNNEL = ('E1204 10:01:02.123456       1 replica_set.go:560] "Unhandled Error" err="sync \\"kube-system/konnectivity-'
+          'agent-6d8f7c9b5\\" failed with Internal error occurred: failed calling webhook \\"validation.gatekeeper.sh\\": '
+          'failed to call webhook: Post \\"https://gatekeeper-webhook-service.gatekeeper-system.svc:443/v1/admit?'
+          'timeout=3s\\": proxy error: No agent available" logger="UnhandledError"\n')
+
+
+@pytest.mark.parametrize("namespace,name", [("kube-system", "konnectivity-agent-6d8f7c9b5"),
+                                            ("kube-system", "tunnelfront-5b9c7d8f4"),
+                                            ("kube-system", "calico-node")])
+def test_a_pod_webhook_blocking_the_tunnel_or_the_cni_excludes_kube_system_not_its_own_namespace(namespace, name):
+    """The blocked pods are not the webhook's backend's but what every call to it (the apiserver's egress tunnel)
+    or its backend's network (the CNI) needs: excluding the backend's namespace would not heal it."""
+    d = diagnose_text(TUNNEL.replace("kube-system/konnectivity-agent-6d8f7c9b5", f"{namespace}/{name}"))
+    assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "self-dependency")
+    assert any(("tunnel kube-apiserver reaches webhooks" if "calico" not in name else "CNI agent") in s
+               for s in d.verdict.chain), d.verdict.chain
+    assert [f.exclude_namespace for f in d.findings] == ["kube-system"]
+    manual = "\n".join(m for r in d.remedies for m in r.manual)
+    assert '"NotIn","values":["kube-system"]' in manual and '["gatekeeper-system"]' not in manual, manual
+    # the same refusal of an ordinary application's pods tells nothing of a cycle
+    assert diagnose_text(TUNNEL.replace("kube-system/konnectivity-agent-6d8f7c9b5", "shop/web-6d8f7c9b5")
+                         ).verdict.state == "degraded"
+
+
 def test_a_cni_that_cannot_patch_its_node_is_likely_starvation():
     d = diagnose_text(CNI)
     assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "node-lease")

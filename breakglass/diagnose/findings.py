@@ -110,6 +110,19 @@ _STEM = __import__("re").compile(r"-(?:webhook|admission|svc|service|server|cont
                                  r"(?:-.*)?$")
 
 
+# Pods every webhook call depends on, whatever the backend: the tunnel kube-apiserver reaches webhooks and kubelets
+# through when its egress goes through one (konnectivity's agent; AKS' tunnelfront and aks-link; Gardener's
+# vpn-shoot), and the node agents that give every pod its network. A webhook that blocks re-creating them cuts off
+# its own calls, or its backend's pod network.
+TUNNEL_PODS = ("konnectivity-agent", "tunnelfront", "aks-link", "vpn-shoot", "konnectivity")
+CNI_PODS = ("calico-node", "cilium", "kube-flannel", "flannel", "aws-node", "weave-net", "canal", "antrea-agent",
+            "kube-router", "ovnkube-node", "kube-ovn-cni", "multus", "azure-cns", "azure-ip-masq", "cni")
+
+
+def _named(name: str | None, stems: tuple[str, ...]) -> bool:
+    return bool(name) and any(name == s or name.startswith(s + "-") for s in stems)
+
+
 def _stem(service_name: str) -> str:
     """The application a webhook Service belongs to: `tcaplus-webhook-service` -> `tcaplus`."""
     return _STEM.sub("", service_name)
@@ -127,6 +140,12 @@ def self_dependency(requests: dict[tuple, int], service: str | None) -> str | No
             return f"{what}: pods in {ns}, the namespace its own backend ({service}) runs in"
         if name and len(stem) >= 3 and name.startswith(stem + "-"):
             return f"{what}: its own backend's pods ({service})"
+        if _named(name, TUNNEL_PODS):
+            return (f"{what}: the tunnel kube-apiserver reaches webhooks and kubelets through; without its pods no "
+                    f"call to any in-cluster webhook gets through, this one's included")
+        if _named(name, CNI_PODS):
+            return (f"{what}: the CNI agent that gives pods on its nodes their network, its backend's pods "
+                    f"included")
         if ns in SYSTEM_NAMESPACES:
             return f"{what}: pods in {ns}, where the network (CNI), DNS and kube-proxy its backend needs run"
         if kind == "DaemonSet":
@@ -141,8 +160,13 @@ def _request_text(r: tuple) -> str:
 
 
 def _exclude_ns(requests: dict[tuple, int], service: str | None) -> str | None:
-    """The namespace to exclude from the webhook: its backend's, else the blocked pods'."""
+    """The namespace to exclude from the webhook: the tunnel's or the CNI's when their pods are blocked (the
+    backend's own pods are not what is missing), else its backend's, else the blocked pods'."""
     svc_ns = (service or "").partition("/")[0]
+    carriers = [ns for (ns, kind, name), _n in requests.items()
+                if ns and kind in POD_CREATORS and _named(name, TUNNEL_PODS + CNI_PODS)]
+    if carriers and svc_ns not in {ns for (ns, kind, _), _n in requests.items() if kind in POD_CREATORS}:
+        return carriers[0]
     nss = [ns for (ns, kind, _), _n in requests.items() if ns and kind in POD_CREATORS]
     if svc_ns and (svc_ns in nss or not nss):
         return svc_ns
@@ -261,7 +285,9 @@ def log_cycle(f: Finding, requests, c: Correlator | None = None) -> None:
     for w in model_needs(requests, f.service)[:2]:
         steps.append(f"the heal model: {w.actor} needs {w.describe()}; without it {w.breaks} ({w.source})")
     if f.deadlock == SELF_DEPENDENCY:
-        steps.append(f"names: the blocked write is what the webhook's own backend ({f.service or 'its Service'}) "
+        why = self_dependency(requests, f.service) if isinstance(requests, dict) else None
+        steps.append(f"names: {why}" if why and ("tunnel" in why or "CNI" in why) else
+                     f"names: the blocked write is what the webhook's own backend ({f.service or 'its Service'}) "
                      f"needs to come back")
     elif f.deadlock == NODE_LEASE:
         steps.append(f"names: the webhook's backend ({f.service or 'its Service'}) runs as pods on nodes and is "
@@ -482,6 +508,7 @@ class Builder:
             if mine:
                 fam, severity = SELF_DEPENDENCY, CRITICAL
                 ns = _exclude_ns(requests, ident.get("service"))
+                extra = {**extra, "exclude_namespace": ns}
                 explanation += (f" It blocks {mine}. While it fails no replacement pod can be admitted, so its "
                                 f"backend cannot come back by itself: a self-dependency.")
                 advice = (f"exclude {ns or 'its backend namespace'} from this webhook through the API (a "
@@ -723,13 +750,17 @@ def _family_text(lead: Finding) -> str:
     cfg = f" (configuration {lead.configuration}, {lead.configuration_source})" if lead.configuration else ""
     if lead.deadlock == SELF_DEPENDENCY:
         svc = lead.service or "its backend"
-        ns = svc.partition("/")[0] if lead.service else "the backend's namespace"
-        return (f"{who}{cfg} fails closed ({lead.cause}) on the creation of pods it needs itself "
+        ns = lead.exclude_namespace or (svc.partition("/")[0] if lead.service else "the backend's namespace")
+        carrier = bool(lead.service and lead.exclude_namespace and ns != svc.partition("/")[0])
+        needs = ("pods that every call to it, or its backend's network, depends on (the apiserver's egress tunnel "
+                 "or the CNI)" if carrier else "pods it needs itself")
+        back = "those pods are created and its calls get through again" if carrier else "the backend comes back"
+        return (f"{who}{cfg} fails closed ({lead.cause}) on the creation of {needs} "
                 f"({', '.join(lead.requests[:3]) or 'its own backend'}; backend {svc}). While it fails no replacement "
-                f"pod is admitted, so its backend cannot come back and waiting will not heal it. The apiserver "
-                f"still answers: first exclude {ns} from the webhook through the API (a namespaceSelector on "
-                f"kubernetes.io/metadata.name NotIn [{ns}], or a matchCondition), which is often enough: the backend "
-                f"comes back and the webhook keeps guarding the rest. Else set its failurePolicy to Ignore or delete "
+                f"pod is admitted, so {'they' if carrier else 'its backend'} cannot come back and waiting will not "
+                f"heal it. The apiserver still answers: first exclude {ns} from the webhook through the API (a "
+                f"namespaceSelector on kubernetes.io/metadata.name NotIn [{ns}], or a matchCondition), which is "
+                f"often enough: {back} and the webhook keeps guarding the rest. Else set its failurePolicy to Ignore or delete "
                 f"the configuration (remedies below, least invasive first); the admission flag or etcd only when "
                 f"the apiserver cannot be reached. Keep the exclusion in the webhook's chart.")
     if lead.deadlock == NODE_LEASE:

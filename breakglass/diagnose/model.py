@@ -86,6 +86,9 @@ class Finding:
     # (an outage that heals when the webhook's backend comes back, a leak, a notice).
     deadlock: str | None = None
     requests: list[str] = field(default_factory=list)  # the failing requests the lines show: "pods in kyverno"
+    # self-dependency: the namespace whose pods must get past the webhook for the cluster to heal (its backend's,
+    # or kube-system's when the blocked pods are the apiserver's egress tunnel or the CNI)
+    exclude_namespace: str | None = None
     crds: list[str] = field(default_factory=list)  # conversion: the kinds whose conversion webhook fails
     # The deadlock's cycle, step by step (the blocked write, who needs it, why the webhook needs that, the backend's
     # state), and how far it is shown: PROVEN_LOG (the apiserver's own lines show it), LIKELY (inferred from names

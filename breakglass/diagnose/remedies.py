@@ -108,7 +108,7 @@ def _family_manual(findings: list[Finding], targets: list[dict]) -> list[str]:
         resource = {"mutating": "mutatingwebhookconfiguration"}.get(f.webhook_type or "", "validatingwebhookconfiguration")
         cfg = shlex.quote(f.configuration) if f.configuration else "<configuration>"
         if f.deadlock == SELF_DEPENDENCY:
-            ns = (f.service or "").partition("/")[0] or "<backend namespace>"
+            ns = f.exclude_namespace or (f.service or "").partition("/")[0] or "<backend namespace>"
             out.append(f"# exclude {ns} from {f.webhook} (merge with any namespaceSelector it already has; i = the "
                        f"webhook's index in the configuration)")
             out.append(f"kubectl patch {resource} {cfg} --type=json -p '[{{\"op\":\"add\",\"path\":"
