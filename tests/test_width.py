@@ -393,6 +393,7 @@ def test_an_error_after_a_spinner_starts_on_a_line_of_its_own(monkeypatch):
     begins on a new line; after a finished one, no blank line is added."""
     import io
     import pty
+    import select
 
     from breakglass.cli import _base
     from breakglass.cli.prompter import QuestionaryPrompter
@@ -408,7 +409,10 @@ def test_an_error_after_a_spinner_starts_on_a_line_of_its_own(monkeypatch):
         _base._progress_bytes(5 << 20, 10 << 20)
         _base._line_open(False)
         _base._print_err("breakglass: error: second")
-        seen = os.read(master, 65536).decode()
+        seen = b""
+        while select.select([master], [], [], 0.2)[0]:  # a pty hands over what was written in pieces
+            seen += os.read(master, 65536)
+        seen = seen.decode()
     finally:
         os.close(master)
         os.close(slave)

@@ -45,7 +45,9 @@ def call(fn: Callable, deadline: float, on_wait: Callable[[str], None] | None = 
             if not transient(e, writing) or left <= 0:
                 raise
             if on_wait:
-                on_wait(f"{int(left)}s left: {what} did not answer ({e}); trying again")  # the time first: lines are cut
+                # the time and the reason first: a spinner line is cut at the terminal's width, and a long
+                # target name ahead of them left only "89s left…" at 80 columns
+                on_wait(f"{int(left)}s left: no answer: {e} ({what})")
             time.sleep(min(delay, max(0.05, left)))
             delay = min(delay * 2, 5.0)
 
