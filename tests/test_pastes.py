@@ -346,6 +346,8 @@ _MANGLED = {
     "a terminal's hard wrap at 80 columns": lambda t: _cut(t, 80),
     "a wrap inside the quoted name": lambda t: t.replace('webhook "validate.kyv', 'webhook "validate.kyv\n', 1)
                                                .replace('webhook \\"validate.kyv', 'webhook \\"validate.kyv\n', 1),
+    "a wrap drawn with Emacs' continuation mark": lambda t: _cut(t, 79).replace("\n", "\\\n"),
+    "a wrap drawn with a return symbol": lambda t: _cut(t, 79).replace("\n", "\u23ce\n"),
     "escaped quotes doubled by a ticket system": lambda t: t.replace('\\"', '\\\\"'),
     "HTML entities from a Jira or chat export": lambda t: t.replace('"', "&quot;"),
     "numeric HTML entities": lambda t: t.replace('"', "&#34;"),

@@ -293,6 +293,9 @@ def _json_message(obj: dict, rec: dict) -> str:
 TOO_DEEP_MESSAGE = "(a JSON record nested too deep to read: skipped)"
 
 
+_WRAP_GLYPH = ("\\", "\u21a9", "\u23ce")  # `\`, `↩`, `⏎`: a wrap drawn at the right edge
+
+
 def _join(lines: list[str]) -> str:
     """Join the physical lines of one record.
 
@@ -302,6 +305,10 @@ def _join(lines: list[str]) -> str:
     """
     if len(lines) == 1:
         return lines[0]
+    if all(x.endswith(_WRAP_GLYPH) for x in lines[:-1]):
+        # every cut marked, as Emacs and some consoles draw a wrapped line (`…Failed call\` then `ing webhook`):
+        # the mark is the screen's, not the log's, and left in it split the webhook's name
+        lines = [x[:-1] for x in lines[:-1]] + lines[-1:]
     widest = max(len(x) for x in lines[:-1])
     same_width = len(lines) > 2 and len({len(x) for x in lines[:-1]}) == 1
     out = [lines[0]]
