@@ -268,6 +268,23 @@ def test_an_ordinary_denial_says_which_webhook_denied_what_and_exits_0():
     assert "image-signature.hightowerlabs.com" in json.dumps(doc)
 
 
+def test_a_denial_printed_by_gos_percent_v_reads_as_prose():
+    """The dispatcher logs the StatusError with %#v: its message keeps Kyverno's newlines as `\\n`, and the
+    summary quoted them (`denied a request: \\n\\nresource …`) with the cut ending `obje.`."""
+    line = ('W1204 17:55:09.986556   11188 dispatcher.go:225] rejected by webhook "validate.kyverno.svc-fail": '
+            '&errors.StatusError{ErrStatus:v1.Status{Status:"Failure", Message:"admission webhook '
+            '\\"validate.kyverno.svc-fail\\" denied the request: \\n\\nresource ConfigMap/default/probe was '
+            'blocked due to the following policies \\n\\ndeny-labelled:\\n  no-deny-label: \'validation error: '
+            + "objects labelled breakglass-deny are refused " * 6 + '\'", Reason:"", Code:400}}\n')
+    d = diagnose_text(line)
+    [f] = d.notices
+    assert f.family == "webhook-denied" and f.webhook == "validate.kyverno.svc-fail"
+    assert "\\n" not in f.title and "\\n" not in f.explanation and "  " not in f.title, f.title
+    assert "the following policies deny-labelled: no-deny-label:" in f.title, f.title
+    assert f.title.endswith("…") and f.title[:-1].split()[-1] in line.split(), f.title  # cut at a word
+    assert not d.verdict.explanation.endswith("…."), d.verdict.explanation
+
+
 @pytest.mark.parametrize("message", [
     "resource servicecidrs not found in group networking.k8s.io",
     "the resource 'servicecidrs' is not found in group networking.k8s.io",

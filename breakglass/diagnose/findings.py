@@ -313,6 +313,19 @@ def _top(d: dict[str, int]) -> str | None:
     return max(d, key=d.get) if d else None
 
 
+_ESCAPED_SPACE = re.compile(r"(?:\\[nrt]|\s)+")
+
+
+def _prose(text: str, limit: int) -> str:
+    """A webhook's message as one line of prose, at most ``limit`` characters: the newlines Go's %#v and klog's
+    quoting leave escaped (`denied the request: \\n\\nresource …`) read as spaces, and a cut ends at a word."""
+    text = _ESCAPED_SPACE.sub(" ", text.replace('\\"', '"')).strip()
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1].rsplit(" ", 1)[0]
+    return (cut if len(cut) * 3 >= limit * 2 else text[:limit - 1]).rstrip(" ,;:.") + "…"
+
+
 class Builder:
     """Turns the accumulators into findings, joining hooks to the webhooks that block them."""
 
@@ -451,7 +464,7 @@ class Builder:
             who = f'webhook "{a.webhook}"'
             title = f"{who} denies {'objects the apiserver must create' if blocked else 'requests'}"
             why = _top(a.details) or "without explanation"
-            explanation = f'{who} answers "denied": {why}'
+            explanation = f'{who} answers "denied": {_prose(why, 600)}'
             if a.unknown_kind:
                 explanation += (f" The message shows the webhook does not know {', '.join(o.kind for o in blocked)}: "
                                 f"it refuses every write of that kind, the apiserver's own included.")
@@ -464,7 +477,7 @@ class Builder:
             family = "policy-rejects-bootstrap"
             who = f"ValidatingAdmissionPolicy '{a.policy}'" + (f" (binding '{a.binding}')" if a.binding else "")
             title = f"{who} denies objects the apiserver must create"
-            explanation = f"{who} denies: {_top(a.details) or ''}"
+            explanation = f"{who} denies: {_prose(_top(a.details) or '', 600)}"
             advice = ("CEL policies are not switched off with the webhook plugins: disable the "
                       "ValidatingAdmissionPolicy plugin or delete the binding")
             severity = CRITICAL if deadlock else ERROR
@@ -548,9 +561,9 @@ class Builder:
         what = _top(a.targets)
         return Finding(
             family="webhook-denied", severity=INFO,
-            title=f'webhook "{a.webhook}" denied {what or "a request"}: {why[:160]}',
+            title=f'webhook "{a.webhook}" denied {what or "a request"}: {_prose(why, 160)}',
             explanation=(f'Webhook "{a.webhook}" answered and refused {what or "the request"} ({a.count} time'
-                         f'{"s" if a.count != 1 else ""}): "{why[:600]}". That is its policy at work, not a failure '
+                         f'{"s" if a.count != 1 else ""}): "{_prose(why, 600)}". That is its policy at work, not a failure '
                          f"of admission: nothing here keeps the apiserver or other requests from working."),
             advice="if the denial is unexpected, read the webhook's policy (or ask its owner); change the request "
                    "or the policy, not the admission chain",
@@ -714,7 +727,8 @@ def _denials_said(notices: list[Finding]) -> str:
     for f in notices[:5]:
         parts.append(f.title)
     more = f" (and {len(notices) - 5} more)" if len(notices) > 5 else ""
-    return "; ".join(parts) + more + "."
+    said = "; ".join(parts) + more
+    return said if said.endswith((".", "…")) else said + "."
 
 
 def verdict(findings: list[Finding], notices: list[Finding] = ()) -> Verdict:
