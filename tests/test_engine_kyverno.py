@@ -113,6 +113,29 @@ def test_a_delete_while_kyverno_runs_is_futile_and_breakglass_says_so_first(kyve
     assert kyverno.hook(back)["failurePolicy"] == "Fail"
 
 
+def test_a_patch_kyverno_undoes_is_not_verified_and_the_revert_asks_the_apiserver_anyway(kyverno):
+    """`recover kubeapi` patched failurePolicy while Kyverno ran and said "verified": Kyverno had put it back
+    within a second. Read again a moment later, it is "applied, not verified" (exit 8), naming Kyverno; the
+    revert then has nothing to put back, and still asks the apiserver to call the webhook its owner re-armed."""
+    _running(kyverno)
+    p = kyverno.cli("recover", "kubeapi", "--kubeconfig", kyverno.kubeconfig, "-w", RESOURCE_CFG, "--yes",
+                    "-o", "json")
+    said = (p.stdout + p.stderr).decode()
+    assert p.returncode == 8, said
+    out = json.loads(p.stdout)["outcome"]
+    assert any("undone by its owner Kyverno" in x for x in out["notVerified"]), out
+    assert not any("patched (resourceVersion" in x for x in out["verified"]), out
+    assert kyverno.hook(kyverno.get())["failurePolicy"] == "Fail"  # what the apiserver calls now
+    p = kyverno.cli("revert", "--yes", "-o", "json")
+    said = (p.stdout + p.stderr).decode()
+    assert p.returncode == 0, said
+    doc = json.loads(p.stdout)
+    assert [s["outcome"] for s in _steps(p)] == ["already-restored"], said
+    assert doc["outcome"]["changed"] == [], said
+    assert any("canary through the apiserver (re-armed by their owner" in x and "passed" in x
+               for x in doc["outcome"]["verified"]), said
+
+
 def test_a_direct_patch_is_undone_and_the_audit_gives_kyvernos_own_form(kyverno):
     _running(kyverno)
     p = kyverno.cli("audit", "--kubeconfig", kyverno.kubeconfig, "-o", "json")

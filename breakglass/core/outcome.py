@@ -204,6 +204,16 @@ def _revert(r: dict, code: int) -> Outcome:
                     + out.next
         elif canary.get("skipped") and guard.get("state") != "ready":
             out.not_verified.append(f"no canary through the apiserver: {canary['skipped']}")
+    elif guard.get("owner_armed"):  # nothing put back here: the owner re-armed them first (recovery.revert)
+        canary = guard.get("canary") or {}
+        said = "; ".join(canary.get("lines") or [])
+        if canary.get("ok") is True:
+            out.verified.append(f"canary through the apiserver (re-armed by their owner, not by this revert): {said}")
+        elif canary.get("ok") is False:
+            out.not_verified.append("canary through the apiserver FAILED: re-armed by their owner, the webhooks "
+                                    f"cannot answer the apiserver: {said}")
+        elif canary.get("skipped") and guard.get("state") != "ready":
+            out.not_verified.append(f"no canary through the apiserver: {canary['skipped']}")
     elif guard.get("nothing_armed") and out.changed:
         out.verified.append(guard["nothing_armed"])
     if any(o["outcome"] == "conflict" for o in outcomes):

@@ -47,9 +47,10 @@ def restored_configs(run, st) -> list[dict]:
     return out
 
 
-def _live(api, obj: dict, written: set[str] = frozenset()) -> dict | None:
+def _live(api, obj: dict, written: set[str] = frozenset(), any_uid: bool = False) -> dict | None:
     """The object as the apiserver has it now, when it is the same object (uid) as the backup or the one the
-    revert wrote in its place (``written``: the uids the journal's revert events name)."""
+    revert wrote in its place (``written``: the uids the journal's revert events name); ``any_uid``: whatever
+    object holds that name (an owner's re-created copy)."""
     from breakglass.webhooks import model  # noqa: PLC0415
 
     meta = obj.get("metadata") or {}
@@ -59,7 +60,7 @@ def _live(api, obj: dict, written: set[str] = frozenset()) -> dict | None:
     status, live = api.request("GET", f"/apis/admissionregistration.k8s.io/v1/{model.RESOURCE_OF[kind]}/"
                                       f"{meta['name']}")
     uid = (live.get("metadata") or {}).get("uid")
-    if status != 200 or (uid != meta.get("uid") and uid not in written):
+    if status != 200 or (uid != meta.get("uid") and uid not in written and not any_uid):
         return None
     return live
 
@@ -83,11 +84,13 @@ SETTLE_AFTER_RESTART = 90.0
 SETTLE_STEP = 3.0
 
 
-def canary(api, run, st, cluster_configs: list | None = None, answered_before: frozenset = frozenset()) -> dict:
+def canary(api, run, st, cluster_configs: list | None = None, answered_before: frozenset = frozenset(),
+           any_uid: bool = False) -> dict:
     """Send the canary through ``api`` for what the revert re-armed: the restored configurations (etcd, kubeapi runs)
     as the apiserver has them, or ``cluster_configs`` (the flag ways: every fail-closed webhook of the cluster).
     ``answered_before``: the webhooks the guard called successfully before a flag revert (see
-    SETTLE_AFTER_RESTART). Returns ``{"ok": bool|None, "lines": [...], "results": [...], "skipped": why}``."""
+    SETTLE_AFTER_RESTART). ``any_uid``: the configurations by name, whoever made them (their owner put them
+    back before the revert could). Returns ``{"ok": bool|None, "lines": [...], "results": [...], "skipped": why}``."""
     from breakglass.webhooks import canary as _canary, model  # noqa: PLC0415
 
     if not wait_reachable(api):
@@ -100,7 +103,7 @@ def canary(api, run, st, cluster_configs: list | None = None, answered_before: f
             written = {e["uid"] for e in run.events() if e.get("event") == "reverted" and isinstance(e.get("uid"), str)}
             deadline = time.monotonic() + VISIBLE_WAIT
             while True:
-                live = [x for x in (_live(api, o, written) for o in wanted) if x is not None]
+                live = [x for x in (_live(api, o, written, any_uid) for o in wanted) if x is not None]
                 if len(live) == len(wanted) or time.monotonic() > deadline:
                     break
                 time.sleep(0.5)

@@ -20,7 +20,7 @@ from breakglass.access.etcd import Etcd, EtcdSettings
 from breakglass.core.errors import BadInput, BreakglassError, DiskFull, Interrupted, PreconditionFailed, is_disk_error
 from breakglass.core.journal import Run
 from breakglass.ways import driver
-from breakglass.ways.base import RESTORED, Step
+from breakglass.ways.base import ALREADY, RESTORED, Step
 from breakglass.ways.etcd_delete import EtcdDelete
 from breakglass.webhooks import sources
 
@@ -523,6 +523,16 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
             guard["redo"] = rearm_check.redo_command(st)
             run.append("canary", ok=guard["canary"]["ok"], skipped=guard["canary"].get("skipped", ""),
                        lines=guard["canary"]["lines"])
+        elif reading.api is not None and remedy.method in ("etcd", "kubeapi") and result.outcomes and all(
+                o.outcome == ALREADY for o in result.outcomes):
+            from breakglass.flows import rearm_check  # noqa: PLC0415
+
+            # nothing put back here: the owner (Kyverno, Helm, a GitOps loop) re-armed the webhooks first. They
+            # are in the apiserver's path all the same, so it is asked whether it can call them, as it would
+            guard["canary"] = rearm_check.canary(reading.api, run, st, any_uid=True)
+            guard["owner_armed"] = True
+            run.append("canary", ok=guard["canary"]["ok"], skipped=guard["canary"].get("skipped", ""),
+                       lines=guard["canary"]["lines"], owner_armed=True)
         off = out_of_path(run, st)
         if off:
             guard["off_for"] = off

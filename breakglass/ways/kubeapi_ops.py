@@ -5,14 +5,14 @@ from __future__ import annotations
 import copy
 
 
-def _pointer(path: str) -> list[str]:
+def pointer(path: str) -> list[str]:
     return [p.replace("~1", "/").replace("~0", "~") for p in path.lstrip("/").split("/")] if path else []
 
 
 def apply_ops(doc: dict, ops: list[dict]) -> dict:
     doc = copy.deepcopy(doc)
     for op in ops:
-        parts = _pointer(op["path"])
+        parts = pointer(op["path"])
         parent = doc
         for p in parts[:-1]:
             parent = parent[int(p)] if isinstance(parent, list) else parent[p]

@@ -19,13 +19,15 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import time
 
 from breakglass.heal import bootstrap
 
 from breakglass.webhooks import vendors
 from breakglass.core.errors import BadInput, BreakglassError, PreconditionFailed
 from breakglass.core.journal import Run, TamperedRun
-from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step
+from breakglass.ways.base import ALREADY, CONFLICT, RESTORED, RevertOutcome, Step, Unverified
+from breakglass.ways.kubeapi_ops import apply_ops, pointer
 from breakglass.ways.etcd_delete import parse_ref
 from breakglass.webhooks import audit, backend, model, owners, readiness, resolve, sources
 
@@ -51,6 +53,28 @@ def _diff(a, b, la: str, lb: str) -> str:
 def _content(obj: dict) -> dict:
     """What a configuration does: everything but metadata and status."""
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _holds(obj: dict, ops: list[dict]) -> bool:
+    """Is every value the patch wrote still in ``obj`` (an appended one anywhere in its list)? A shape rewritten
+    so that a path no longer leads anywhere cannot hold it. A removal is not checked: its index moves."""
+    for op in ops:
+        if op["op"] not in ("add", "replace"):
+            continue
+        *parents, last = pointer(op["path"])
+        node = obj
+        try:
+            for part in parents:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            if isinstance(node, list):
+                here = op["value"] in node if last == "-" else node[int(last)] == op["value"]
+            else:
+                here = node.get(last) == op["value"]
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError):
+            return False
+        if not here:
+            return False
+    return True
 
 
 def operator_note(obj: dict, action: str | None = None) -> str | None:
@@ -167,7 +191,6 @@ class KubeapiPatch:
         if not ops:
             self.notes.append(f"{name}: nothing to change for --action {self.action}")
             return None
-        from breakglass.ways.kubeapi_ops import apply_ops  # noqa: PLC0415
 
         after = apply_ops(obj, ops)
         data.update(ops=ops, reverse=reverse)
@@ -259,7 +282,23 @@ class KubeapiPatch:
             if obj is not None:
                 raise PreconditionFailed(f"{step.target} exists again right after the delete (an operator recreated it?)")
             return "deleted"
-        return f"patched (resourceVersion {obj['metadata'].get('resourceVersion')})" if obj else "missing after patch"
+        if obj is None:
+            return "missing after patch"
+        said = f"patched (resourceVersion {obj['metadata'].get('resourceVersion')})"
+        owner = owners.undone_by(obj)
+        if owner is None:
+            return said
+        # its owner rewrites the configuration on every reconcile (Kyverno: within a second): read again a
+        # moment later, as the apiserver will, before calling a change that is already gone "verified"
+        time.sleep(self.OWNER_SETTLE)
+        later = self._get(step.data["kind"], step.data["name"])
+        if later is not None and _holds(later, step.data["ops"]):
+            return said + f"; still in place {self.OWNER_SETTLE:.0f} s later, although {owner.name} rewrites it"
+        return Unverified(f"patched, then undone by its owner {owner.name} ({owner.evidence}) within "
+                          f"{self.OWNER_SETTLE:.0f} s: the webhook is back as it was; stop {owner.name}'s admission "
+                          f"controller first, or use the admission-plugin flag, which nothing in the cluster undoes")
+
+    OWNER_SETTLE = 3.0  # seconds: Kyverno's reconcile rewrites a patched configuration within about one
 
     # -- revert ------------------------------------------------------------------------------------
     def _backend_ready(self, obj: dict) -> list:
@@ -375,8 +414,6 @@ class KubeapiPatch:
         if _content(cur) == _content(original):
             return RevertOutcome(step.id, ALREADY, f"{step.target} already matches the backup")
         if cur["metadata"].get("resourceVersion") != backup.get("rv_after") and not force:
-            from breakglass.ways.kubeapi_ops import apply_ops  # noqa: PLC0415
-
             owner = owners.undone_by(cur)
             if owner is not None and not self._inverse(original, cur, changes)[1]:
                 return RevertOutcome(step.id, ALREADY, f"{step.target}: {owner.name} ({owner.evidence}) has "
