@@ -573,6 +573,8 @@ def test_a_revert_with_the_backend_down_needs_the_typed_word_on_resume_and_after
     # started again with the run open: the same guard
     t = Term(state)
     t.choose("What now", "revert it", "leave it")
+    listed = "\n".join(t.rows()).split("reverted:", 1)[1].split("? What now", 1)[0]
+    assert KYVERNO in listed, listed  # the run's steps at 80 columns, the name never cut
     t.expect("Not safe to revert yet")
     t.expect(f"Type {wizard.OVERRIDE_WORD}:")
     t.answer("")

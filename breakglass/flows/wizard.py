@@ -348,7 +348,7 @@ def _resume(p: Prompter, state: str | None, timeout: float) -> int | None:
           + ("edited a file here (applied to no node by breakglass)" if latest.status == EDITED else
              "changed the cluster") + " and is not reverted:")
     for step in latest.steps:
-        p.say(f"  - {step}")
+        p.say(f"  * {step}")  # not "- ": a line that starts like a diff is never folded
     what = p.select("What now?", [
         Choice("revert", "revert it (its webhooks' backends are checked first)"),
         Choice("report", "write its report for the postmortem, keep the change"),
