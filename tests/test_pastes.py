@@ -387,3 +387,17 @@ def test_the_webhooks_name_survives_how_pastes_are_mangled(how, line):
     webhooks = {f.webhook for f in d.findings}
     assert webhooks == {"validate.kyverno.svc-fail"}, (how, webhooks, [f.title for f in d.findings])
     assert next(f for f in d.findings).cause_class == "unreachable"
+
+
+@pytest.mark.parametrize("name", ["kserve-580-kubeflow-events", "istio-describe-rs-service-not-found",
+                                  "kaito-service-not-found"])
+def test_a_webhook_whose_service_does_not_exist_will_not_heal_by_waiting(name):
+    """`service "…" not found`: no pod, rollout or restart brings a missing Service back, so the verdict says the
+    configuration outlived its backend and that this will not heal by itself (it said only "until the webhooks
+    answer again", which reads as wait)."""
+    with open(os.path.join(HERE, name + ".txt"), "rb") as fh:
+        d = diagnose_text(fh.read())
+    [f] = [f for f in d.findings if f.cause == "service not found"]
+    assert d.verdict.state == "degraded"  # not over-called: nothing shows the control plane blocked
+    said = d.verdict.explanation
+    assert f"Service {f.service} does not exist" in said and "will not heal by itself" in said, said

@@ -903,6 +903,13 @@ def _verdict(findings: list[Finding]) -> Verdict:
         text = (f"{'Webhook(s) ' + ', '.join(names) if names else 'Admission'} refuse requests, but nothing in "
                 f"these logs shows the apiserver's own startup blocked. Workloads those webhooks intercept "
                 f"cannot be created or changed until the webhooks answer again.")
+        gone = sorted({f.service for f in err if f.cause == "service not found" and f.service})
+        if gone:
+            # no pod, rollout or restart brings back a Service that is not there: waiting is not a way out
+            text += (f" The webhook's Service {', '.join(gone)} does not exist: the configuration outlived its "
+                     f"backend (an uninstalled or half-installed release), so nothing will answer for it and this "
+                     f"will not heal by itself unless the backend is installed again; otherwise delete the "
+                     f"configuration.")
         checked = next((f for f in err if f.proof == REFUTED), None)
         if checked is not None:
             text += " Checked, not a deadlock: " + _steps(checked.cycle)
