@@ -158,6 +158,11 @@ def _recover(r: dict, code: int) -> Outcome:
     return out
 
 
+def _said(canary: dict) -> str:
+    """The canary's lines as one: each was indented under the summary line, which a join left as `;   passed`."""
+    return "; ".join(x.strip() for x in canary.get("lines") or [] if x.strip())
+
+
 def _revert(r: dict, code: int) -> Outcome:
     outcomes = r.get("outcomes") or []
     out = Outcome(r["status"], run=r.get("run"), read=[f"journal of run {r.get('run')}"])
@@ -191,14 +196,14 @@ def _revert(r: dict, code: int) -> Outcome:
             out.next = [b["check"] for b in guard.get("backends") or [] if b.get("ready") is not True and b.get("check")]
         canary = guard.get("canary") or {}
         if canary.get("ok") is True:
-            out.verified.append("canary through the apiserver: " + "; ".join(canary.get("lines") or []))
+            out.verified.append("canary through the apiserver: " + _said(canary))
         elif canary.get("ok") is False and guard.get("state") == "can-heal":
             # expected: the apiserver calls it and, its backend down, refuses what it intercepts (the policy holds)
             out.verified.append("canary through the apiserver: the re-armed webhook is called and fails closed until "
-                                "its backend is back: " + "; ".join(canary.get("lines") or []))
+                                "its backend is back: " + _said(canary))
         elif canary.get("ok") is False:
             # the apiserver itself could not call a re-armed webhook: writes it intercepts fail now
-            out.not_verified.append("canary through the apiserver FAILED: " + "; ".join(canary.get("lines") or []))
+            out.not_verified.append("canary through the apiserver FAILED: " + _said(canary))
             if guard.get("redo"):
                 out.next = [f"{guard['redo']}   (takes the change back: the webhook cannot answer the apiserver)"] \
                     + out.next
@@ -206,7 +211,7 @@ def _revert(r: dict, code: int) -> Outcome:
             out.not_verified.append(f"no canary through the apiserver: {canary['skipped']}")
     elif guard.get("owner_armed"):  # nothing put back here: the owner re-armed them first (recovery.revert)
         canary = guard.get("canary") or {}
-        said = "; ".join(canary.get("lines") or [])
+        said = _said(canary)
         if canary.get("ok") is True:
             out.verified.append(f"canary through the apiserver (re-armed by their owner, not by this revert): {said}")
         elif canary.get("ok") is False:
