@@ -163,6 +163,27 @@ def _said(canary: dict) -> str:
     return "; ".join(x.strip() for x in canary.get("lines") or [] if x.strip())
 
 
+def _canary(out: Outcome, guard: dict, whose: str, heals: bool) -> None:
+    """What the dry-run canary through the apiserver said of the re-armed webhooks. ``heals``: the heal model
+    allows the webhook armed with its backend down, so a failed call is the policy holding, not a failure."""
+    canary = guard.get("canary") or {}
+    said = _said(canary)
+    if canary.get("ok") is True:
+        out.verified.append(f"canary through the apiserver{whose}: {said}")
+    elif canary.get("ok") is False and heals:
+        # expected: the apiserver calls it and, its backend down, refuses what it intercepts (the policy holds)
+        out.verified.append(f"canary through the apiserver{whose}: the re-armed webhook is called and fails closed "
+                            f"until its backend is back: {said}")
+    elif canary.get("ok") is False:
+        # the apiserver itself could not call a re-armed webhook: writes it intercepts fail now
+        out.not_verified.append(f"canary through the apiserver{whose} FAILED: {said}")
+        if guard.get("redo"):
+            out.next = [f"{guard['redo']}   (takes the change back: the webhook cannot answer the apiserver)"] \
+                + out.next
+    elif canary.get("skipped") and guard.get("state") != "ready":
+        out.not_verified.append(f"no canary through the apiserver: {canary['skipped']}")
+
+
 def _revert(r: dict, code: int) -> Outcome:
     outcomes = r.get("outcomes") or []
     out = Outcome(r["status"], run=r.get("run"), read=[f"journal of run {r.get('run')}"])
@@ -194,31 +215,9 @@ def _revert(r: dict, code: int) -> Outcome:
             out.not_verified.append(f"re-armed webhooks' backends not checked: {seen}")
         if guard.get("state") != "ready":
             out.next = [b["check"] for b in guard.get("backends") or [] if b.get("ready") is not True and b.get("check")]
-        canary = guard.get("canary") or {}
-        if canary.get("ok") is True:
-            out.verified.append("canary through the apiserver: " + _said(canary))
-        elif canary.get("ok") is False and guard.get("state") == "can-heal":
-            # expected: the apiserver calls it and, its backend down, refuses what it intercepts (the policy holds)
-            out.verified.append("canary through the apiserver: the re-armed webhook is called and fails closed until "
-                                "its backend is back: " + _said(canary))
-        elif canary.get("ok") is False:
-            # the apiserver itself could not call a re-armed webhook: writes it intercepts fail now
-            out.not_verified.append("canary through the apiserver FAILED: " + _said(canary))
-            if guard.get("redo"):
-                out.next = [f"{guard['redo']}   (takes the change back: the webhook cannot answer the apiserver)"] \
-                    + out.next
-        elif canary.get("skipped") and guard.get("state") != "ready":
-            out.not_verified.append(f"no canary through the apiserver: {canary['skipped']}")
+        _canary(out, guard, "", heals=guard.get("state") == "can-heal")
     elif guard.get("owner_armed"):  # nothing put back here: the owner re-armed them first (recovery.revert)
-        canary = guard.get("canary") or {}
-        said = _said(canary)
-        if canary.get("ok") is True:
-            out.verified.append(f"canary through the apiserver (re-armed by their owner, not by this revert): {said}")
-        elif canary.get("ok") is False:
-            out.not_verified.append("canary through the apiserver FAILED: re-armed by their owner, the webhooks "
-                                    f"cannot answer the apiserver: {said}")
-        elif canary.get("skipped") and guard.get("state") != "ready":
-            out.not_verified.append(f"no canary through the apiserver: {canary['skipped']}")
+        _canary(out, guard, " (re-armed by their owner, not by this revert)", heals=False)
     elif guard.get("nothing_armed") and out.changed:
         out.verified.append(guard["nothing_armed"])
     if any(o["outcome"] == "conflict" for o in outcomes):

@@ -11,6 +11,7 @@ from breakglass.heal import bootstrap
 from breakglass.heal import writes as heal
 
 from breakglass.webhooks import vendors
+from breakglass.text import shorten
 from breakglass.diagnose import causes
 from breakglass.diagnose.correlate import Correlator, LogRecord, _Acc
 from breakglass.diagnose.model import (
@@ -322,8 +323,7 @@ def _prose(text: str, limit: int) -> str:
     text = _ESCAPED_SPACE.sub(" ", text.replace('\\"', '"')).strip()
     if len(text) <= limit:
         return text
-    cut = text[:limit - 1].rsplit(" ", 1)[0]
-    return (cut if len(cut) * 3 >= limit * 2 else text[:limit - 1]).rstrip(" ,;:.") + "…"
+    return shorten.at_word(text[:limit - 1], limit, " ,;:.")
 
 
 class Builder:

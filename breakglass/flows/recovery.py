@@ -514,25 +514,25 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
         return preview
     try:
         result = driver.revert(remedy, run, force=force, dry_run=False)
-        if rearms and reading.api is not None and any(o.outcome == RESTORED for o in result.outcomes):
+        restored = rearms and any(o.outcome == RESTORED for o in result.outcomes)
+        # nothing put back here, the owner (Kyverno, Helm, a GitOps loop) re-armed the webhooks first: they are in
+        # the apiserver's path all the same, so it is asked whether it can call them, as it would
+        owner_armed = not restored and remedy.method in ("etcd", "kubeapi") and bool(result.outcomes) and all(
+            o.outcome == ALREADY for o in result.outcomes)
+        if reading.api is not None and (restored or owner_armed):
             from breakglass.flows import rearm_check  # noqa: PLC0415
 
             # the apiserver's own call: a dry-run write each re-armed webhook matches, through it
-            answered = frozenset(w for b in verdict.backends if b.ready for w in b.webhooks)
-            guard["canary"] = rearm_check.canary(reading.api, run, st, _fresh_cluster(reading, answered), answered)
-            guard["redo"] = rearm_check.redo_command(st)
+            if owner_armed:
+                guard["canary"] = rearm_check.canary(reading.api, run, st, any_uid=True)
+                guard["owner_armed"] = True
+            else:
+                answered = frozenset(w for b in verdict.backends if b.ready for w in b.webhooks)
+                guard["canary"] = rearm_check.canary(reading.api, run, st, _fresh_cluster(reading, answered),
+                                                     answered)
+                guard["redo"] = rearm_check.redo_command(st)
             run.append("canary", ok=guard["canary"]["ok"], skipped=guard["canary"].get("skipped", ""),
-                       lines=guard["canary"]["lines"])
-        elif reading.api is not None and remedy.method in ("etcd", "kubeapi") and result.outcomes and all(
-                o.outcome == ALREADY for o in result.outcomes):
-            from breakglass.flows import rearm_check  # noqa: PLC0415
-
-            # nothing put back here: the owner (Kyverno, Helm, a GitOps loop) re-armed the webhooks first. They
-            # are in the apiserver's path all the same, so it is asked whether it can call them, as it would
-            guard["canary"] = rearm_check.canary(reading.api, run, st, any_uid=True)
-            guard["owner_armed"] = True
-            run.append("canary", ok=guard["canary"]["ok"], skipped=guard["canary"].get("skipped", ""),
-                       lines=guard["canary"]["lines"], owner_armed=True)
+                       lines=guard["canary"]["lines"], **({"owner_armed": True} if owner_armed else {}))
         off = out_of_path(run, st)
         if off:
             guard["off_for"] = off

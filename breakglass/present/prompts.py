@@ -15,6 +15,7 @@ from typing import Callable, Optional, Protocol
 from breakglass.core.errors import BadInput
 from breakglass.core.safetext import printable
 from breakglass.present import layout
+from breakglass.text import shorten
 
 Validate = Optional[Callable[[str], Optional[str]]]
 
@@ -62,9 +63,7 @@ def fit(title: str, columns: int | None = None, reserve: int = 6) -> str:
     cut = title[:room - 1]
     while layout.cells(cut) > room - 1:  # wide characters take two columns
         cut = cut[:-1]
-    at_word = cut.rsplit(" ", 1)[0].rstrip(",;:")
-    # a cut at a word that drops more than a third of the room (one long name or URL) cuts inside it instead
-    return (at_word if layout.cells(at_word) * 3 >= room * 2 else cut) + "…"
+    return shorten.at_word(cut, room, ",;:", layout.cells)
 
 
 class Prompter(Protocol):

@@ -1,1 +1,1 @@
-"""Text editing shared by Talos and k3s: YAML edited as text, and the admission-plugin flag algebra."""
+"""Text shared across layers: YAML edited as text (Talos, k3s), the admission-plugin flag algebra, and how a line is cut short."""

@@ -276,6 +276,8 @@ class KubeapiPatch:
             raise PreconditionFailed(f"PATCH {step.target}: HTTP {status} {doc.get('message', '')}")
         return {"rv_after": doc.get("metadata", {}).get("resourceVersion")}
 
+    OWNER_SETTLE = 3.0  # seconds: Kyverno's reconcile rewrites a patched configuration within about one
+
     def verify(self, step: Step) -> str:
         obj = self._get(step.data["kind"], step.data["name"])
         if step.data["action"] == "delete":
@@ -297,8 +299,6 @@ class KubeapiPatch:
         return Unverified(f"patched, then undone by its owner {owner.name} ({owner.evidence}) within "
                           f"{self.OWNER_SETTLE:.0f} s: the webhook is back as it was; stop {owner.name}'s admission "
                           f"controller first, or use the admission-plugin flag, which nothing in the cluster undoes")
-
-    OWNER_SETTLE = 3.0  # seconds: Kyverno's reconcile rewrites a patched configuration within about one
 
     # -- revert ------------------------------------------------------------------------------------
     def _backend_ready(self, obj: dict) -> list:
