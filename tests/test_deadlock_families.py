@@ -129,11 +129,12 @@ def test_json_exposes_the_family(tmp_path):
     assert doc["verdict"]["family"] == "conversion" and doc["findings"][0]["deadlock"] == "conversion"
 
 
-def _leader_lines(err: str) -> str:
+def _leader_lines(err: str, verb: str = "Put") -> str:
     url = "https://10.0.0.1:6443/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"
+    first = (f'Failed to update lock: {verb} "{url}?timeout=5s": {err}' if verb != "Get" else
+             f'error retrieving resource lock kube-system/kube-controller-manager: Get "{url}?timeout=5s": {err}')
     return "\n".join([
-        lb.klog(f'error retrieving resource lock kube-system/kube-controller-manager: Get "{url}?timeout=5s": {err}',
-                level="E", caller="leaderelection.go:347", t="1203 10:00:06.000000"),
+        lb.klog(first, level="E", caller="leaderelection.go:347", t="1203 10:00:06.000000"),
         lb.klog("failed to renew lease kube-system/kube-controller-manager: timed out waiting for the condition",
                 level="I", caller="leaderelection.go:285", t="1203 10:00:08.000000"),
         lb.klog('"leaderelection lost"', level="E", caller="controllermanager.go:302", t="1203 10:00:08.100000"),
@@ -141,16 +142,27 @@ def _leader_lines(err: str) -> str:
 
 
 def test_lease_renewals_timing_out_with_no_webhook_named_are_likely_lease_starvation():
-    """issue 36: `?timeout=5s … Client.Timeout exceeded` on the leader lease with the apiserver up is starvation
-    behind something slower than the renewal's client timeout (a webhook on Leases, failing open or not), said as
-    likely with the command that finds it; not `clear`."""
+    """issue 36, 45 §3: the renewal's write (`Failed to update lock: Put …?timeout=5s … Client.Timeout exceeded`)
+    with the apiserver up is starvation behind something slower than the client's timeout (a webhook on Leases,
+    failing open or not, or etcd), said as likely with the command that finds it; not `clear`. Admission runs on
+    writes only: the lease's read timing out (a GET) is the apiserver or etcd being slow, never a webhook."""
     d = diagnose_text(_leader_lines("net/http: request canceled (Client.Timeout exceeded while awaiting headers)"))
     assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "node-lease"), d.verdict
     assert "breakglass audit" in d.verdict.prove and "lease-timeout" in d.verdict.explanation
     assert "failurePolicy Ignore alone does not help" in d.verdict.explanation
+    assert "A slow etcd does the same" in d.verdict.explanation
     # the apiserver down (connection refused) is an outage of its own, not starvation
     down = diagnose_text(_leader_lines("dial tcp 10.0.0.1:6443: connect: connection refused"))
     assert down.verdict.state == "clear" and not down.findings, down.verdict
+    # the read timing out: not admission, said as the apiserver's or etcd's slowness, no alarm
+    read = diagnose_text(_leader_lines("net/http: request canceled (Client.Timeout exceeded while awaiting "
+                                       "headers)", verb="Get"))
+    assert read.verdict.state == "clear" and not read.verdict.needs_action, read.verdict
+    assert [f.family for f in read.findings] == ["apiserver-slow"] and "not admission" in read.findings[0].title
+    # etcd's own timeout on the write is storage, not a webhook
+    etcd = diagnose_text(lb.klog("Failed to update lock: etcdserver: request timed out", level="E",
+                                 caller="leaderelection.go:258", t="1203 10:00:06.000000") + "\n")
+    assert etcd.verdict.state == "clear", etcd.verdict
 
 
 KUBEADM_UPGRADE = (

@@ -34,7 +34,7 @@ class _Acc:
     __slots__ = ("key", "kind", "count", "echo_count", "first", "last", "head", "tail", "context", "webhook",
                  "mode", "types", "urls", "services", "cause", "blocked", "hooks", "sources", "policy",
                  "binding", "details", "hook", "obj", "blind", "success", "targets", "unknown_kind", "requests",
-                 "crds", "starved", "superseded")
+                 "crds", "starved", "superseded", "stopped")
 
     def __init__(self, key: tuple, kind: str, n_evidence: int) -> None:
         self.key, self.kind = key, kind
@@ -56,6 +56,7 @@ class _Acc:
         self.obj: BlockedObject | None = None
         self.blind = False
         self.superseded = False  # readiness failures of an earlier start of the apiserver (a later one began)
+        self.stopped = False  # not-ready: the hook's controller shut down after its writes were refused
         self.starved = False  # a lease renewal timed out on the client's side while the apiserver took the call
         self.success = False
         self.targets: dict[str, int] = {}  # what denied requests were writing
@@ -143,6 +144,7 @@ class Correlator:
         self.accs: dict[tuple, _Acc] = {}
         self.recent: dict[str, _Recent] = {}
         self.last_leader: dict[str, str] = {}
+        self.lease_reads_timed_out = False  # a leader's read of its lock timed out: the apiserver is slow to read
         self.configurations: dict[str, str] = {}  # webhook -> configuration, when a log line names it
         self.traced: dict[str, dict[tuple, int]] = {}  # webhook -> requests its slow-call traces name
         self.last_ts: dict[str, float] = {}  # source -> the latest time any event of it carries
@@ -213,7 +215,7 @@ class Correlator:
 
     # -- webhook calls -------------------------------------------------------------------
     def _on_webhook_call(self, ev: Event) -> None:
-        assert ev.webhook and ev.cause
+        assert ev.cause  # the webhook's name may be missing: a paste cut it off, its URL and cause remain
         if ev.mode and not ev.echo:
             self.apiserver_sources.add(ev.record.source)
         if ev.mode == "open":
@@ -274,6 +276,16 @@ class Correlator:
         acc.add(ev, EVIDENCE_HEAD)
         if ev.detail and (ev.detail in acc.crds or len(acc.crds) < 16):
             acc.crds[ev.detail] = acc.crds.get(ev.detail) or ev.hook
+
+    def _on_webhook_slow(self, ev: Event) -> None:
+        """A call the dispatcher's trace shows taking a second or more (its total time in details)."""
+        self._count(ev, "slow", ev.webhook).webhook = ev.webhook
+
+    def _on_webhook_no_dry_run(self, ev: Event) -> None:
+        acc = self._count(ev, "no-dry-run", ev.webhook)
+        acc.webhook = ev.webhook
+        if ev.target and len(acc.targets) < 8:
+            acc.targets[ev.target] = acc.targets.get(ev.target, 0) + 1
 
     def _on_webhook_canceled(self, ev: Event) -> None:
         self._count(ev, "canceled", ev.webhook).webhook = ev.webhook
@@ -337,6 +349,14 @@ class Correlator:
         acc.obj = acc.obj or ev.obj
         acc.hook = ev.hook
 
+    def _on_hook_stopped(self, ev: Event) -> None:
+        """A hook's controller stopped after its writes were refused as not ready: not a moment at start."""
+        self.matched -= 1
+        for acc in self.accs.values():
+            if acc.kind == "not-ready" and acc.hook == ev.hook and acc.last is not None \
+                    and acc.last.source == ev.record.source and not acc.superseded:
+                acc.stopped = True
+
     def _on_apiserver_started(self, ev: Event) -> None:
         """A new kube-apiserver process in this source: the readiness failures so far were an earlier start's.
         They are kept apart (superseded) so a restart minutes later is judged on its own lines: two normal
@@ -362,8 +382,14 @@ class Correlator:
         acc.hook = component
         if ev.detail and "webhook" in ev.record.message:
             acc.blind = True  # the lease write itself was refused by a webhook
-        elif _STARVED.search(ev.record.message) and "leases/" in ev.record.message:
-            acc.starved = True
+        elif _STARVED.search(ev.record.message):
+            # Admission runs on writes only: a lease write (the renewal's PUT) that times out while the apiserver
+            # took it may be waiting on a webhook; a read (GET) that times out waited on load or storage, and
+            # says the apiserver itself is slow, so none of the renewals is blamed on admission.
+            if _LEASE_READ.search(ev.record.message):
+                self.lease_reads_timed_out = True
+            elif _LEASE_WRITE.search(ev.record.message):
+                acc.starved = True
         acc.add(ev, EVIDENCE_HEAD)
 
 
@@ -371,6 +397,10 @@ _UNKNOWN_COMPONENT = "a controller"
 # a lease request the apiserver accepted and did not answer within the client's timeout (`?timeout=5s`): not a
 # connection refused (the apiserver down), but a call that waited, on a webhook or on storage
 _STARVED = re.compile(r"Client\.Timeout exceeded|context deadline exceeded|request canceled")
+
+
+_LEASE_READ = re.compile(r"error\s*retrieving\s*resource\s*lock|\bGet\s*\"?https?://")
+_LEASE_WRITE = re.compile(r"(?:Put|PUT|Patch|PATCH|Update|Post)\s*\"?https?://[^\s\"]*/leases/")
 
 
 def _host_of(url: str | None) -> str | None:

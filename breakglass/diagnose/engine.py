@@ -55,7 +55,7 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
 
     total_bytes = total_lines = candidates = 0
     log_like = False
-    foreign: list[str] = []  # sources whose first 64 KiB holds no line of a Kubernetes component
+    foreign: list[str] = []  # sources whose first 64 KiB holds not one word of Kubernetes
     unread: set[str] = set()  # found in a directory, and not a log after all (binary, a key): skipped
     t0 = time.perf_counter()
     for src in srcs:
@@ -104,7 +104,7 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
         total_bytes += counted.bytes
         total_lines += lines
         log_like = log_like or looks_like_log(counted.head)
-        if counted.head and not K8S_LINE.search(counted.head):
+        if counted.head and not kubernetes_words(counted.head):
             foreign.append(src.name)
     start_correlating()  # no sources at all
     from breakglass.diagnose import findings, remedies  # noqa: PLC0415 - loaded by start_correlating
@@ -180,13 +180,9 @@ _LOG_LIKE = re.compile(
     rb"|(?m:^[^\n]{0,40}?[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d )"
     rb"|Error from server")
 # A line of the Kubernetes world, in any of its log formats: klog (its header, or only its `file.go:N]` caller when
-# a paste cut the header), klog's JSON (a numeric "ts"; etcd's own JSON log has an ISO one), an audit event,
-# logrus (k3s, RKE2, k0s: `level=info msg=`), zap/controller-runtime (operators, webhook backends), hclog (Vault's
-# injector), Go's standard log, kubectl's output and errors, a /readyz?verbose body, and a webhook's failure in any
-# words. A file with none of these (dpkg's log, etcd's own, an unrelated service's) is not what diagnose reads.
-# The API's own words quote the webhook's name ("failed calling webhook \"x\"", "admission webhook \"x\" denied"),
-# escaped once or more in JSON and tickets, or curly-quoted by a ticket system; prose that only names the
-# subject ("admission webhooks have locked it up", a README's) is not a Kubernetes component's line.
+# a paste cut the header), klog's JSON (a numeric "ts"), an audit event, logrus (k3s, RKE2, k0s: `level=info msg=`),
+# zap/controller-runtime (operators, webhook backends), hclog (Vault's injector), Go's standard log, kubectl's
+# output and errors, a /readyz?verbose body, and a webhook's failure in any words.
 _QUOTE = rb"(?:\\*[\"']|\xe2\x80\x9c)"
 K8S_LINE = re.compile(rb"\b[\w-]+\.go:\d+\]|\"ts\"\s*:\s*\d|\"auditID\"|audit\.k8s\.io/v1"
                       rb"|\blevel=\w+ msg=|\"logger\"\s*:|\t(?:INFO|ERROR|WARN|DEBUG)\t|controller-runtime"
@@ -197,6 +193,23 @@ K8S_LINE = re.compile(rb"\b[\w-]+\.go:\d+\]|\"ts\"\s*:\s*\d|\"auditID\"|audit\.k
                       rb"|\[[+-]\](?:ping|log|etcd|informer-sync|poststarthook/)"
                       rb"|[Ff]ailed calling webhook(?:,|\s+" + _QUOTE + rb")|failing (?:closed|open) [\w.-]+:"
                       rb"|admission webhook\s+" + _QUOTE)
+# The words of the Kubernetes world, in whatever a person pastes: an event table's row (`Warning  FailedCreate  2m
+# (x5 over 9m)  replicaset-controller  Error creating: …`), a controller's error alone, a journal line of kubelet,
+# k3s or RKE2, a Helm, Argo CD or Flux error, an operator's JSON log, a kernel's OOM line that names kube-apiserver.
+# One of these is enough (etcd's own JSON log included: the control plane's storage); a dpkg log (which may name the kubelet package), a key or a binary has none. Input with
+# none is not what diagnose reads (exit 2), input with some is read, and "nothing found" is said of what was read.
+_K8S_WORDS = re.compile(
+    rb"(?i:webhook|admission|apiserver|\bkubectl\b|\bkube-[a-z]|\bkubeadm\b|\bkubelet(?:\[\d+\]|\.go|_)"
+    rb"|\b(?:k3s|rke2|k0s|kubenswrapper|hyperkube|microk8s)\b|\btalos|\bkubernetes\b|\bk8s\b|\.svc\b"
+    rb"|\bnamespaces?\b|\bpods?\b|\bdeployments?(?:\.apps)?\b|\breplicasets?\b|\bdaemonsets?\b"
+    rb"|\bstatefulsets?\b|\bconfigmaps?\b|\bcustomresourcedefinitions?\b|\bcrds?\b|\bhelm\b|\bargo\s?cd\b"
+    rb"|\bkustomization\b|\bleader\s?election|\bleases?\b|\bcoordination\.k8s|\bservicecidr|\bcontainerd\b"
+    rb"|\bcri-o\b|\boperator\b|\bcontroller-manager|-controller\b|\bistio|\blinkerd|\bkyverno|\bgatekeeper"
+    rb"|\bcert-manager|\bcalico|\bcilium|\bflannel|\bcoredns|\betcd)"
+    # zap's and logrus' JSON (operators, webhook servers, istiod): what the issue's "an operator printed" looks like
+    rb'|"level"\s*:\s*"\w+"\s*,[^\n]{0,300}"(?:msg|message)"\s*:'
+    rb"|Error creating:|\bis forbidden:|\bFailed[A-Z][a-z]+\b|(?m:\b(?:Warning|Normal)\s+[A-Z][A-Za-z]+\s+"
+    rb"(?:<unknown>|\d+[smhd]))|\bKind=|\bapiVersion\b|Internal error occurred|\bx-k8s\.io")
 _K8S_OBJECT = re.compile(rb"(?m)^(?:apiVersion|kind):\s*\S|^\s*\{\s*\"(?:apiVersion|kind)\"")
 
 
@@ -207,6 +220,12 @@ def looks_like_log(sample: bytes) -> bool:
         return False
     if _LOG_LIKE.search(sample):
         return True
+    return is_text(sample)
+
+
+def is_text(sample: bytes) -> bool:
+    """Text a person could have pasted: not binary, not a YAML or JSON object file, not base64 or a hex dump. A
+    one-line paste (`Error creating: …`, the tail of a message) has no timestamp, and is still read."""
     if b"\x00" in sample or sum(b < 9 or 13 < b < 32 for b in sample[:4096]) > len(sample[:4096]) // 20:
         return False
     if _K8S_OBJECT.search(sample[:4096]):
@@ -215,9 +234,16 @@ def looks_like_log(sample: bytes) -> bool:
     return not all(b" " not in ln.strip() and len(ln) > 60 for ln in lines if ln.strip())  # base64, hex dumps
 
 
+def kubernetes_words(sample: bytes) -> bool:
+    """Whether a source's first bytes hold a Kubernetes component's line or a word of the Kubernetes world."""
+    return bool(K8S_LINE.search(sample) or _K8S_WORDS.search(sample))
+
+
 def require_log(diag: Diagnosis) -> None:
     """"Nothing found" in what is not a log at all (an empty pipe from a failed talosctl, a binary file, YAML,
-    base64) would be a false all-clear: that is bad input, saying what was read."""
+    base64, dpkg's log) would be a false all-clear: that is bad input, saying what was read and why nothing
+    matched. Anything with a word of the Kubernetes world in it is read: a refused paste is a person's outage
+    turned away."""
     from breakglass.core.errors import BadInput  # noqa: PLC0415
 
     s = diag.stats
@@ -225,10 +251,10 @@ def require_log(diag: Diagnosis) -> None:
         return
     names = ", ".join(s.sources) or "no source"
     if s.log_like and s.sources and len(s.foreign) == len(s.sources):
-        # a log, but no Kubernetes component wrote it (dpkg's, etcd's own): "nothing found" would be a false
-        # all-clear; exit 2, like any input that is not what diagnose reads
-        raise BadInput(f"{names}: {s.lines} line(s), none written by kube-apiserver or another Kubernetes component "
-                       f"(no line in a format they log in): nothing to diagnose",
+        # text, but not a word of Kubernetes in it (dpkg's log, an unrelated service's): "nothing found" would
+        # be a false all-clear; exit 2, like any input that is not what diagnose reads
+        raise BadInput(f"{names}: {s.lines} line(s) read, not one word of Kubernetes in them (no component's log "
+                       f"line, no kubectl, event, pod, webhook or apiserver): nothing to diagnose",
                        hint="kube-apiserver's log: `talosctl logs kube-apiserver`, /var/log/pods/kube-system_kube-"
                             "apiserver-*/, `journalctl -u k3s`")
     if s.log_like:
@@ -279,6 +305,6 @@ def diagnose_paths(paths: list[str], opts: Options | None = None, stdin: BinaryI
     diag = diagnose_sources(srcs, opts, warnings)
     require_log(diag)
     if len(diag.stats.foreign) < len(diag.stats.sources):  # all of them: require_log said so
-        warnings += [f"{name}: no line of kube-apiserver or another Kubernetes component in it"
+        warnings += [f"{name}: not one word of Kubernetes in it (not read as a log)"
                      for name in diag.stats.foreign]
     return diag, warnings

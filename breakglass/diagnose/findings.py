@@ -75,7 +75,7 @@ def settled_at_start(a: _Acc, last_ts: dict[str, float]) -> bool:
     PERSIST_S, whether the same log goes on with later lines of start-up or ends there (a capture of the first
     second of a start shows every apiserver's hooks unfinished: only failures that keep coming over time are an
     alarm). Only asked when nothing in the logs names a webhook."""
-    if a.kind not in ("readyz", "not-ready") or a.last is None:
+    if a.kind not in ("readyz", "not-ready") or a.last is None or a.stopped:
         return False
     times = _times(a)
     return bool(times) and max(times) - min(times) < PERSIST_S
@@ -95,6 +95,8 @@ def _is_stuck(a: _Acc, fatal: set | frozenset = frozenset(), last_ts: dict[str, 
         return False
     if a.kind == "hook-fatal" or a.hook in fatal:
         return a.kind != "boot-attempt" or a.count >= 3
+    if a.stopped:  # its writes refused, then its controller shut down: it will not finish by itself
+        return True
     if a.kind in ("readyz", "not-ready", "boot-failure") and last_ts is not None and _transient(a, last_ts):
         return False
     if a.kind in ("readyz", "not-ready"):
@@ -106,7 +108,8 @@ def _is_stuck(a: _Acc, fatal: set | frozenset = frozenset(), last_ts: dict[str, 
 
 # Where a webhook's backend needs pods besides its own namespace: the CNI, DNS, kube-proxy.
 SYSTEM_NAMESPACES = ("kube-system", "calico-system", "tigera-operator", "kube-flannel", "cilium", "cilium-system")
-POD_CREATORS = ("Pod", "ReplicaSet", "DaemonSet", "StatefulSet", "Job", "Deployment")
+# "Controller": a controller's `Error creating:` of pods, the controller not named
+POD_CREATORS = ("Pod", "ReplicaSet", "DaemonSet", "StatefulSet", "Job", "Deployment", "Controller")
 _STEM = __import__("re").compile(r"-(?:webhook|admission|svc|service|server|controller|operator|manager|injector)"
                                  r"(?:-.*)?$")
 
@@ -156,6 +159,8 @@ def self_dependency(requests: dict[tuple, int], service: str | None) -> str | No
 
 def _request_text(r: tuple) -> str:
     ns, kind, name = r
+    if kind == "Controller":
+        return "pods a controller creates" + (f" in {ns}" if ns else "")
     return " ".join(x for x in (kind or "request", f"{ns}/{name}" if ns and name else name or (f"in {ns}" if ns else None))
                     if x)
 
@@ -216,16 +221,22 @@ def fatal_own_start(a: _Acc, service: str | None, webhook: str | None) -> str | 
 
 
 def controller_pods_without_endpoints(requests: dict[tuple, int], cause, via_service: bool = False) -> str | None:
-    """Controllers (ReplicaSet, DaemonSet, Job) refused pod creation by a webhook that has no endpoints: its own
-    backend's replacement pods are created by the same controllers and refused the same way, unless the webhook
-    exempts their namespace (which the log cannot show)."""
-    # A Service's ClusterIP refusing the connection is kube-proxy's REJECT rule for a Service without endpoints.
-    if cause is None or not (cause.detail.startswith("no endpoints") or (
-            cause.detail == "connection refused" and via_service)):
+    """Controllers (ReplicaSet, DaemonSet, StatefulSet) refused pod creation by a webhook whose backend cannot be
+    reached: its own backend's replacement pods are created by the same controllers and refused the same way,
+    unless the webhook exempts their namespace (which the log cannot show). A Job's pods are never a webhook's
+    backend (they run to completion), so a Job refused is not that cycle; a Service that does not exist is not
+    waiting for pods at all (said apart: reinstall or delete)."""
+    if cause is None or cause.cls != causes.UNREACHABLE or cause.detail in ("service not found", "DNS lookup failed"):
+        return None
+    # A Service's ClusterIP refusing the connection is kube-proxy's REJECT rule for a Service without endpoints; a
+    # url: webhook that refuses is outside the cluster's pods
+    if cause.detail == "connection refused" and not via_service:
         return None
     for (ns, kind, name), _n in requests.items():
-        if kind in POD_CREATORS and kind != "Pod" and not ns and not name:
-            return f"pods {kind} controllers create, while it has no endpoints (its own pods are made the same way)"
+        if kind in POD_CREATORS and kind not in ("Pod", "Job") and not ns and not name:
+            who = "a controller" if kind == "Controller" else f"{kind} controllers"
+            return (f"pods {who} create{'s' if kind == 'Controller' else ''}, while its backend cannot be reached "
+                    f"({cause.detail}): its own pods are made the same way")
     return None
 
 
@@ -239,7 +250,7 @@ def node_write(a: _Acc) -> str | None:
 
 
 _OWNER_RESOURCE = {"ReplicaSet": "pods", "DaemonSet": "pods", "Job": "pods", "StatefulSet": "pods",
-                   "Deployment": "replicasets", "Pod": "pods", "Lease": "leases", "Node": "nodes",
+                   "Deployment": "replicasets", "Pod": "pods", "Controller": "pods", "Lease": "leases", "Node": "nodes",
                    "EndpointSlice": "endpointslices", "Endpoints": "endpoints"}
 
 
@@ -261,7 +272,11 @@ def model_needs(requests, service: str | None) -> list[heal.Write]:
 
 
 def prove_command(f: Finding) -> str:
-    logs = " ".join(shlex.quote(s) for s in f.sources[:3]) or "LOGS"
+    return prove_command_for(f.sources)
+
+
+def prove_command_for(sources) -> str:
+    logs = " ".join(shlex.quote(s) for s in sorted(sources)[:3]) or "LOGS"
     return (f"breakglass diagnose {logs} --kubeconfig KUBECONFIG   # apiserver down: --etcd-endpoints URL (and "
             f"certificates); offline: --webhooks SAVED.yaml (kubectl get validatingwebhookconfigurations,"
             f"mutatingwebhookconfigurations -o yaml)")
@@ -326,6 +341,15 @@ def _prose(text: str, limit: int) -> str:
     return shorten.at_word(text[:limit - 1], limit, " ,;:.")
 
 
+def _who(wtype: str, a: _Acc) -> str:
+    """How a finding names its webhook: by name, or, where the paste cut the name off, by its backend."""
+    if a.webhook:
+        return f'{wtype} webhook "{a.webhook}"'.strip()
+    at = _top(a.services) or _top(a.urls)
+    return f"{wtype} webhook at {at} (its name is not in the lines)".strip() if at else \
+        f"{wtype or 'a'} webhook (its name is not in the lines)".strip()
+
+
 class Builder:
     """Turns the accumulators into findings, joining hooks to the webhooks that block them."""
 
@@ -387,6 +411,10 @@ class Builder:
                 f = self._leader(a, findings)
             elif a.kind in ("canceled", "panic"):
                 f = self._minor(a)
+            elif a.kind == "no-dry-run":
+                f = self._no_dry_run(a)
+            elif a.kind == "slow":
+                f = self._slow(a)
             elif a.kind == "conversion":
                 f = self._conversion(a)
             elif a.kind == "unhealthy" and not any(x.webhook or x.policy or x.hooks for x in findings):
@@ -452,7 +480,7 @@ class Builder:
         if a.kind == "call":
             cause = a.cause or causes.Cause(causes.OTHER, "other")
             family = causes.FAMILY_BY_CLASS[cause.cls]
-            who = f'{ident["webhook_type"] or "admission"} webhook "{a.webhook}"'
+            who = _who(ident["webhook_type"] or "admission", a)
             title = f"{who} fails closed: {cause.detail}"
             advice = causes.ADVICE[cause.cls]
             severity = CRITICAL if deadlock else ERROR
@@ -518,6 +546,13 @@ class Builder:
             mine = (self_dependency(requests, ident.get("service"))
                     or fatal_own_start(a, ident.get("service"), a.webhook)
                     or controller_pods_without_endpoints(requests, a.cause, bool(ident.get("service"))))
+            hint = vendors.hint_for(a.webhook) if a.webhook else None
+            if mine and hint is not None and hint.exempts_own:
+                # the vendor's shipped configuration refutes the cycle the names suggest: said, not alarmed about
+                explanation += (f" Its own pods are not among the refused ones as {hint.vendor} ships it: "
+                                f"{hint.exempts_own}; so it heals when its backend answers again, unless that "
+                                f"selector was changed (to check: {prove_command_for(a.sources)}).")
+                mine = None
             if mine:
                 fam, severity = SELF_DEPENDENCY, CRITICAL
                 ns = _exclude_ns(requests, ident.get("service"))
@@ -569,14 +604,52 @@ class Builder:
                    "or the policy, not the admission chain",
             mode="deny", cause_class="rejected", cause=why[:300], **self._base(a), **ident)
 
+    def _slow(self, a: _Acc) -> Finding:
+        """Calls the dispatcher's trace shows taking a second or more. A total time a hair over a whole number of
+        seconds is the call's timeoutSeconds running out: the request then failed (or, failing open, went through
+        unchecked) after waiting all of it."""
+        ms = max(int(d) for d in a.details) if a.details else 0
+        timed_out = ms >= 1000 and ms % 1000 <= max(20, ms // 50)
+        ident = self._identity(a)
+        who = _who(ident["webhook_type"] or "admission", a)
+        what = ", ".join(sorted({_request_text(r) for r in a.requests})[:4])
+        if timed_out:
+            title = f"{who} timed out: calls took {ms / 1000:g} s, its whole timeout"
+            explanation = (f"The apiserver's trace shows calls to {who} running {a.count} time(s) for {ms} ms, a "
+                           f"whole number of seconds: the call's timeoutSeconds ran out, so the request failed (or, "
+                           f"failing open, went through unchecked) after waiting all of it"
+                           + (f" ({what})" if what else "") + ". Every request it intercepts waits as long.")
+        else:
+            title = f"{who} is slow: calls took up to {ms / 1000:g} s"
+            explanation = (f"The apiserver's trace shows calls to {who} taking up to {ms} ms"
+                           + (f" ({what})" if what else "") + "; every request it intercepts waits as long.")
+        return Finding(
+            family="webhook-slow", severity=ERROR if timed_out else INFO, title=title, explanation=explanation,
+            advice=("find why the backend answers late (its pods, the network path from the control plane: a "
+                    "konnectivity or tunnel agent); keep Leases and Nodes out of it and its timeoutSeconds short"),
+            mode=None, cause_class=causes.TIMEOUT if timed_out else "slow",
+            cause=f"timed out after {ms / 1000:g} s" if timed_out else f"slow ({ms} ms)", **self._base(a), **ident)
+
+    def _no_dry_run(self, a: _Acc) -> Finding:
+        """A dry run refused because the webhook may have side effects: the webhook works; the dry run does not."""
+        what = _top(a.targets)
+        return Finding(
+            family="webhook-no-dry-run", severity=INFO,
+            title=f'webhook "{a.webhook}" does not support dry run: {what or "a dry-run request"} was refused',
+            explanation=(f'Webhook "{a.webhook}" declares side effects (sideEffects not None or NoneOnDryRun), so the '
+                         f"apiserver refuses every dry run it would intercept (kubectl --dry-run=server, Flux's and "
+                         f"Argo CD's diffs). The webhook answers; nothing is down."),
+            advice="set the webhook's sideEffects to None (or NoneOnDryRun) in its chart, or skip the dry run",
+            cause_class="no-dry-run", cause="does not support dry run", **self._base(a), **self._identity(a))
+
     def _fail_open(self, a: _Acc) -> Finding:
         ident = self._identity(a)
         cause = a.cause or causes.Cause(causes.OTHER, "other")
         return Finding(
             family="webhook-fail-open", severity=WARNING,
-            title=f'webhook "{a.webhook}" fails open: requests it should check are admitted unchecked',
-            explanation=(f'Calls to "{a.webhook}" fail ({cause.detail}) and its failurePolicy is Ignore, so the '
-                         f"apiserver admits the requests anyway. Not a deadlock, but anything it should have "
+            title=f'{_who("", a).strip()} fails open: requests it should check are admitted unchecked',
+            explanation=(f'Calls to {_who("", a).strip()} fail ({cause.detail}) and its failurePolicy is Ignore, so '
+                         f"the apiserver admits the requests anyway. Not a deadlock, but anything it should have "
                          f"rejected got in meanwhile."),
             advice="list what was admitted with `breakglass leaks --audit-log AUDIT_LOG` (or `--apiserver-log` on "
                    "this log when there is no audit log) and re-check it; fix the webhook's reachability",
@@ -604,8 +677,13 @@ class Builder:
                            f"finished writing {what}.")
         elif a.kind == "not-ready":
             title = f"{a.key[1] or 'requests'} forbidden: admission not yet ready to handle request"
-            severity = ERROR
+            severity = CRITICAL if a.stopped else ERROR
             explanation = f"The apiserver could not write {what}: admission was not ready."
+            if a.stopped:
+                title += f"; then its controller shut down (hook {hook})"
+                explanation += (f" The controller of post-start hook {hook} then shut down, so the hook does not "
+                                f"retry and /readyz stays failing: stuck, not a moment at start. A restart of the "
+                                f"apiserver retries it once admission has synced.")
         else:
             title = f"the apiserver cannot write {what} (hook {hook})"
             severity = ERROR
@@ -652,7 +730,9 @@ class Builder:
         if not webhook_findings and not a.blind:
             # lost for reasons this tool does not diagnose, or long before/after the webhook failures; unless the
             # renewals themselves timed out while the apiserver took them: starvation behind something slow
-            return self._starved_lease(a) if a.starved else None
+            if a.starved and not self.c.lease_reads_timed_out:
+                return self._starved_lease(a)
+            return self._slow_reads(a) if self.c.lease_reads_timed_out else None
         names = ", ".join(sorted({f'"{f.webhook}"' for f in webhook_findings})) or "a webhook"
         f = Finding(
             family="leader-election-lost", severity=ERROR, deadlock=NODE_LEASE,
@@ -681,6 +761,18 @@ class Builder:
                          "webhook blocks its start cannot be told from them."),
             advice="read the apiserver's own log and the webhooks (commands in the verdict)", **self._base(a))
 
+    def _slow_reads(self, a: _Acc) -> Finding:
+        """Leader election whose reads of its lock time out: admission never runs on a read, so the apiserver (or
+        its etcd) is slow to answer at all. Said, and not blamed on a webhook."""
+        return Finding(
+            family="apiserver-slow", severity=INFO,
+            title=f"{a.hook}'s lease reads timed out: the apiserver or its etcd is slow, not admission",
+            explanation=(f"{a.hook} could not even read its leader Lease in time. Admission webhooks and policies "
+                         f"run on writes only, so a read that times out waited on the apiserver's load or on etcd; "
+                         f"no webhook is in these lines."),
+            advice="check the apiserver's load (APF: apiserver_flowcontrol_*) and etcd's latency (etcdctl endpoint "
+                   "status --write-out=table)", **self._base(a))
+
     def _starved_lease(self, a: _Acc) -> Finding:
         """A leader lost its lease because its renewals timed out on the client side (a 5 s client timeout inside
         the 10 s renew deadline), with no webhook named: lease starvation, most often behind a webhook on Leases
@@ -690,7 +782,7 @@ class Builder:
                  "--write-out=table)")
         f = Finding(
             family="leader-election-lost", severity=ERROR, deadlock=NODE_LEASE,
-            title=f"{a.hook} lost leader election: its lease renewals timed out",
+            title=f"{a.hook} cannot keep its leader lease: its lease renewals timed out",
             explanation=(f"{a.hook}'s lease requests reached the apiserver and got no answer within the client's "
                          f"timeout (5 s, inside leader election's 10 s renew deadline), and no line here names a "
                          f"webhook. That is lease starvation: a webhook on Leases that takes longer than 5 s "
@@ -900,7 +992,7 @@ def _verdict(findings: list[Finding]) -> Verdict:
     if err:
         names = sorted({f.webhook for f in err if f.webhook})
         headline = "DEGRADED: requests are failing at admission"
-        text = (f"{'Webhook(s) ' + ', '.join(names) if names else 'Admission'} refuse requests, but nothing in "
+        text = (f"{'Webhook(s) ' + ', '.join(names) + ' refuse' if names else 'Admission refuses'} requests, but nothing in "
                 f"these logs shows the apiserver's own startup blocked. Workloads those webhooks intercept "
                 f"cannot be created or changed until the webhooks answer again.")
         gone = sorted({f.service for f in err if f.cause == "service not found" and f.service})
@@ -918,7 +1010,7 @@ def _verdict(findings: list[Finding]) -> Verdict:
     if warn:
         names = sorted({f.webhook for f in warn if f.webhook})
         return Verdict("leaking", "LEAKING: webhooks failed open and let requests through unchecked",
-                       f"{', '.join(names)} failed open. The cluster works, but requests those webhooks should have "
+                       f"{', '.join(names) or 'A webhook whose name is not in the lines'} failed open. The cluster works, but requests those webhooks should have "
                        f"checked were admitted; list them with `breakglass leaks --audit-log AUDIT_LOG` and "
                        f"re-check them.", True)
     return Verdict("clear", "nothing found",

@@ -23,6 +23,8 @@ from breakglass.logs.record import LogRecord
 
 ANCHORS: tuple[bytes, ...] = (
     b"ebhook",  # Webhook / webhook: every webhook call, denial, fail-open line
+    # a webhook Service's URL, the rest of a call's error whose name a paste cut off (NAMELESS_CALL)
+    b".svc:", b".svc/",
     b"AdmissionPolicy",
     b"PostStartHook", b"poststarthook",
     b"not yet ready to handle",
@@ -37,9 +39,11 @@ ANCHORS: tuple[bytes, ...] = (
     # "ailed to update lease": kubelet's and the apiserver's `failed to update lease` and the structured
     # `"Failed to update lease"` with one literal (the same count of anchors as before).
     b"ensure lease exists", b"ailed to update lease", b"renew lease",
-    b"election lost", b"stopped leading", b"resource lock", b"leader election record",
+    b"election lost", b"stopped leading", b"resource lock", b"leader election record", b"to update lock",
     # an upgrade's or an installer's word that the apiserver did not come back (kubeadm's static Pod hash wait)
-    b"did not change", b"apiserver unhealthy", b"apiserver is not healthy", b"apiserver did not become",
+    # a post-start hook's controller giving up (`Shutting down ipallocator-repair-controller`, 1.33+)
+    b"Shutting down",
+    b"did not change", b"apiserver unhealthy", b"is unhealthy", b"apiserver is not healthy", b"apiserver did not become",
     # kube-apiserver's first line of a start (cmd/kube-apiserver/app/server.go: `Version: v1.37.2`)
     b"Version: v",
 )
@@ -51,9 +55,9 @@ GATE_PHRASES: tuple[str, ...] = (
     "failed calling", "failing open", "failing closed", "denied request", "denied the request", "rejected by webhook",
     "calling webhook", "poststarthook", "not yet ready", "servicecidr", "system namespace", "priorityclass",
     "priority classes", "unable to", "apf bootstrap", "allocation check", "serviceip", "lease", "election",
-    "stopped leading", "resource lock", "webhook.admission", "call mutating webhook", "call validating webhook",
+    "stopped leading", "resource lock", "update lock", "webhook.admission", "call mutating webhook", "call validating webhook",
     "conversion webhook", "did not change", "apiserver unhealthy", "apiserver is not healthy",
-    "apiserver did not become", "version:v")
+    "apiserver did not become", "version:v", ".svc:", ".svc/", "shutting down", "is unhealthy", "support dry run", "connect to webhook")
 _GATE_NEEDLES = tuple(p.replace(" ", "").encode() for p in GATE_PHRASES)
 _WHITESPACE = b" \t\n\r\f\v"  # what \s is in a bytes pattern
 
@@ -154,31 +158,50 @@ TRACE_CONFIG = re.compile(r'"Call\s*(?P<type>mutating|validating)\s*webhook"\s*c
                           r'[,\s]\s*webhook[:=]"?(?P<hook>[^,"\s]+)')
 
 _WS = r"\s*"
-_NAME = r'"(?P<hook>[^"\s]+)"'
+# A webhook's name is a DNS name: one space inside the quotes is a paste's wrap (`"image-tag-controll er.ns.svc"`),
+# joined back by _hook(); more than one is prose, not a name.
+_NAME = r'"(?P<hook>[^"\s]{1,253}(?:[ \t][^"\s]{1,253})?)"'
 _URL = re.compile(r'(?:Post|POST|post)\s*"?(?P<url>https?://[^\s"]+)"?:?\s*(?P<cause>.*)$', re.S)
 _SVC_HOST = re.compile(r"^https?://(?P<svc>[a-z0-9]([-a-z0-9]*[a-z0-9])?)\.(?P<ns>[a-z0-9]([-a-z0-9]*[a-z0-9])?)"
                        r"\.svc(?:\.[\w.-]+)?(?::(?P<port>\d+))?(?P<path>/[^?\s\"]*)?")
 _URL_PATH = re.compile(r"^https?://[^/?\s\"]+(?P<path>/[^?\s\"]*)?")
 
-FAIL_MODE = Guarded(re.compile(r"Failed\s*calling\s*webhook,\s*failing\s*(?P<mode>open|closed)\s*(?P<hook>\S+?):\s*"
-                               r"(?P<err>.*)$", re.S), "failing")
+# The dispatcher's own line. A fragment quoted alone (`Failed calling webhook, failing open`) has no name and no
+# error, and still says what happened: a webhook failed and the request went through (or was refused).
+FAIL_MODE = Guarded(re.compile(r"Failed\s*calling\s*webhook,\s*failing\s*(?P<mode>open|closed)(?:\s*(?P<hook>\S+?):\s*"
+                               r"(?P<err>.*)$|\W*$)", re.S), "failing")
 CALL_FAILED = Guarded(re.compile(r"failed\s*calling\s*(?:admission\s*)?webhook\s*" + _NAME +
                                  r"(?:\s*[:;]\s*(?P<err>.*))?$", re.S), "calling")
 # The message ends at a closing quote (%q, %#v, JSON), at the ` >` closing a klog multi-line value, or the line's end.
-DENIED = Guarded(re.compile(r"admission\s*webhook\s*" + _NAME + r"\s*denied\s*the\s*request(?:\s*:\s*(?P<msg>.*?)"
+DENIED = Guarded(re.compile(r"[Aa]dmission\s*webhook\s*" + _NAME + r"\s*denied\s*(?:the\s*)?request(?:\s*:\s*(?P<msg>.*?)"
                             r"(?=\"[,}]|\s>(?:\s|$)|$)|\s*without\s*explanation)?", re.S), "denied")
 REJECTED = Guarded(re.compile(r"rejected\s*by\s*webhook\s*" + _NAME + r":?\s*(?P<detail>.*)$", re.S), "rejected")
 CANCELED = Guarded(re.compile(r"Context\s*canceled\s*when\s*calling\s*webhook\s*(?P<hook>\S+)"), "canceled")
 PANIC = Guarded(re.compile(r"Panic\s*calling\s*webhook,\s*failing\s*open\s*(?P<hook>\S+?):\s*(?P<err>.*)$", re.S), "Panic")
 DRY_RUN = Guarded(re.compile(r"does\s*not\s*support\s*dry\s*run"), "support")
+# `admission webhook "x" does not support dry run`: a dry run (kubectl --dry-run=server, Flux and Argo CD diffs)
+# refused because the webhook's sideEffects are not None or NoneOnDryRun; the webhook itself works
+NO_DRY_RUN = Guarded(re.compile(r"webhook\s*" + _NAME + r"\s*does\s*not\s*support\s*dry\s*run"), "support")
+# Another component's own check that it can reach a webhook (OpenShift's kube-apiserver-operator:
+# `failed to connect to webhook "x" via service "svc.ns.svc:443": dial tcp …: connection refused`)
+CONNECT_FAILED = Guarded(re.compile(r"failed\s*to\s*connect\s*to\s*webhook\s*" + _NAME +
+                                    r"(?:\s*via\s*service\s*\"(?P<svc>[^\"]{1,300})\")?:?\s*(?P<err>.*)$", re.S),
+                         "connect")
+# A webhook call's error whose name was cut off: the apiserver's `failed to call webhook: Post "URL": cause`, or only
+# the URL of a webhook Service (`https://svc.ns.svc:443/path?timeout=30s": cause`). A Service URL with the
+# `?timeout=` every admission call carries, and not an API path, is a webhook's; what follows it is why it failed.
+NAMELESS_CALL = Guarded(re.compile(r"failed\s*to\s*call\s*webhook:\s*(?P<err>.*)$"
+                                   r"|(?P<url>https://[a-z0-9][-a-z0-9]{0,62}\.[a-z0-9][-a-z0-9]{0,62}\.svc"
+                                   r"(?:\.[\w.-]{1,200})?(?::\d{1,5})?(?!/apis?/)(?:/[^?\s\"]{0,300})?\?timeout=\d+s)"
+                                   r"\"?:?\s*(?P<cause>.*)$", re.S), "call", "timeout=")
 POLICY_DENIED = Guarded(re.compile(r"(?P<kind>Validating|Mutating)AdmissionPolicy\s*'(?P<policy>[^']+)'"
                                    r"(?:\s*with\s*binding\s*'(?P<binding>[^']+)')?\s*denied\s*request:?\s*(?P<msg>.*)$",
                                    re.S), "AdmissionPolicy")
 # A CRD's conversion webhook (apiextensions-apiserver's webhook converter): `conversion webhook for
 # GROUP/VERSION, Kind=KIND failed: Post "https://…": …` in the apiserver's cacher, the namespace and garbage
 # collectors and every client reading the resource. Not an admission webhook: the admission flags do not touch it.
-CONVERSION = re.compile(r"conversion\s*webhook\s*for\s*(?P<gv>[\w.-]{1,253}/[\w.-]{1,63}),\s*Kind=(?P<kind>[\w.-]{1,253}?)"
-                        r"\s*failed:?\s*(?P<err>.*)$", re.S)
+CONVERSION = re.compile(r"conversion\s*webhook\s*for\s*(?:(?P<gv>[\w.-]{1,253}/[\w.-]{1,63}),\s*Kind=(?P<kind>[\w.-]{1,253}?)"
+                        r"|(?P<what>[^\n:]{1,300}?))\s*failed:?\s*(?P<err>.*)$", re.S)
 # The CRD's resource, when the line names it: the cacher's `cacher (plural.group)` / `storage/cacher.go:/group/plural`.
 _CONVERSION_CRD = re.compile(r"cacher\s*\((?P<crd>[a-z0-9-]{1,63}\.[a-z0-9.-]{1,253})\)"
                              r"|storage/cacher\.go:/(?P<group>[a-z0-9.-]{1,253})/(?P<plural>[a-z0-9-]{1,63})")
@@ -241,12 +264,22 @@ _BOOT: tuple[tuple[Guarded, str, str], ...] = (
 _RBAC_KIND = {"clusterrole": "ClusterRole", "clusterrolebinding": "ClusterRoleBinding", "role": "Role",
               "rolebinding": "RoleBinding", "clusterroles": "ClusterRole", "roles": "Role"}
 
+# The controller a post-start hook starts, stopping (repairip.go: `Shutting down ipallocator-repair-controller`): after
+# its writes were refused at start, the hook never finishes on its own (kubernetes#136288).
+HOOK_CONTROLLER_STOPPED = Guarded(re.compile(r"Shutting\s*down\s*(?P<ctl>ipallocator-repair|ipaddress-repair|"
+                                             r"service-?cidr|kubernetes-service-cidr)[\w-]*", re.I), "Shutting")
+_STOPPED_HOOK = {"ipal": "start-service-ip-repair-controllers", "ipad": "start-service-ip-repair-controllers",
+                 "serv": "start-kubernetes-service-cidr-controller", "kube": "start-kubernetes-service-cidr-controller"}
+
 # kubeadm upgrade's `static Pod hash for component kube-apiserver on Node N did not change after 5m0s`, and the
 # installers' and upgrade tools' `kube-apiserver unhealthy` / `is not healthy` / `did not become ready`: the apiserver
 # did not come back from a restart, which these lines alone cannot explain
 UNHEALTHY = Guarded(re.compile(r"static\s*Pod\s*hash\s*for\s*component\s*kube-apiserver\s*on\s*Node\s*"
                                r"(?P<node>[\w.-]{1,253})\s*did\s*not\s*change|"
-                               r"kube-apiserver\s*(?:is\s*not\s*healthy|unhealthy|did\s*not\s*become\s*(?:ready|healthy))"),
+                               r"kube-apiserver\s*(?:is\s*not\s*healthy|unhealthy|did\s*not\s*become\s*(?:ready|healthy))|"
+                               # a managed control plane's health report (GKE: `component "kube-apiserver" from
+                               # endpoint "gke-…" is unhealthy`)
+                               r"component\s*\"kube-apiserver\"[^\n]{0,200}?\s*is\s*unhealthy"),
                     "change", "healthy", "become")
 
 # `server.go] Version: v1.37.2`: a kube-apiserver process starts (cmd/kube-apiserver/app/server.go logs it first
@@ -256,7 +289,9 @@ STARTED = Guarded(re.compile(r"^Version:\s*(?P<version>v\d+\.\d+\.\d+\S*)\s*$"),
 LEADER = Guarded(re.compile(r"leaderelection\s*lost|[Ll]eader\s*election\s*lost|stopped\s*leading|"
                             r"failed\s*to\s*renew\s*lease\s*(?P<lease>[\w./-]+)|"
                             r"error\s*retrieving\s*resource\s*lock\s*(?P<lease2>[\w./-]+)|"
-                            r"error\s*initially\s*creating\s*leader\s*election\s*record"),
+                            r"error\s*initially\s*creating\s*leader\s*election\s*record|"
+                            # leader election's write of its lock (client-go: `Failed to update lock: %v`)
+                            r"Failed\s*to\s*update\s*lock"),
                  "lost", "leading", "renew", "lock", "record")
 
 # Denial texts that show the webhook itself cannot reach the apiserver (a policy engine
@@ -324,6 +359,9 @@ _REQUEST = (
     re.compile(r'(?:Error\s*updating|Unable\s*to\s*update|Unable\s*to\s*register)\s*(?P<kind>node)\b'),
     # `pods "x" is forbidden`, `leases.coordination.k8s.io "n" is forbidden`
     re.compile(r'(?P<kind>pods|leases|nodes)(?:\.[\w.-]{1,253})?\s*\\?"(?P<name>[^"\\]{1,253})\\?"\s*is\s*forbidden'),
+    # `Error creating: …` alone: the FailedCreate message of the controllers that create pods (ReplicaSet, DaemonSet,
+    # StatefulSet, Job: pkg/controller), pasted without the event's row; which controller, the line does not say
+    re.compile(r'Error\s*creating:\s*(?:Internal\s*error\s*occurred:?\s*)?$'),
 )
 
 
@@ -339,6 +377,8 @@ def request_of(before: str, rec: LogRecord | None = None) -> tuple | None:
         if not m:
             continue
         g = m.groupdict()
+        if not g:  # the controllers' `Error creating:`: pods, created by a controller the line does not name
+            return None, "Controller", None
         raw = g.get("kind") or g.get("kind2") or g.get("kind3")
         kind = _OWNER_KINDS.get(raw.lower(), raw) if raw else None
         if raw in ("lock",):
@@ -353,6 +393,11 @@ def request_of(before: str, rec: LogRecord | None = None) -> tuple | None:
             ns = "kube-node-lease"
         return ns, kind, g.get("name") or None
     return None
+
+
+def _hook(name: str) -> str:
+    """A webhook's name as the configuration has it: whitespace inside the quotes is a paste's wrap."""
+    return re.sub(r"\s+", "", name)
 
 
 def _before(msg: str, end: int, span: int = 400) -> str:
@@ -387,7 +432,7 @@ def _object_in(text: str) -> bootstrap.BlockedObject | None:
     return bootstrap.blocked(kind, name)
 
 
-def _webhook_type(hook: str, rec: LogRecord, url: str | None = None) -> str | None:
+def _webhook_type(hook: str | None, rec: LogRecord, url: str | None = None) -> str | None:
     caller = rec.caller or ""
     if caller.startswith("mutating/"):
         return "mutating"
@@ -401,7 +446,7 @@ def _webhook_type(hook: str, rec: LogRecord, url: str | None = None) -> str | No
         return "mutating"
     if re.search(r"/validat|/admit", path):
         return "validating"
-    return vendors.guess_type(hook)
+    return vendors.guess_type(hook) if hook else None
 
 
 # A webhook whose own path says it judges Nodes (`/validate-nodes`, `/mutate--v1-node`, `/validate/node`): the
@@ -481,15 +526,18 @@ def classify(rec: LogRecord) -> list[Event]:
 
     m = FAIL_MODE.search(msg)
     if m:
-        err = m["err"]
+        err = m["err"] or ""
         inner = CALL_FAILED.search(err)
-        events.append(_call_event(rec, m["hook"], inner["err"] if inner and inner["err"] else err,
-                                  m["mode"], echo=False))
+        events.append(_call_event(rec, _hook(m["hook"]) if m["hook"] else None,
+                                  (inner["err"] if inner and inner["err"] else err) or "", m["mode"], echo=False))
         events[-1].request = request_of(msg[:m.start()], rec) or _request_from_path(events[-1].url)
-        call_hooks.add(m["hook"])
+        call_hooks.add(events[-1].webhook)
     else:
-        for m in CALL_FAILED.finditer(msg):
-            hook = m["hook"]
+        pos = 0
+        while (m := CALL_FAILED.search(msg, pos)) is not None:
+            # each match's error runs to the record's end: the next webhook's failure is looked for after this name
+            pos = m.end("hook")
+            hook = _hook(m["hook"])
             if hook in call_hooks:
                 continue
             call_hooks.add(hook)
@@ -501,13 +549,31 @@ def classify(rec: LogRecord) -> list[Event]:
             else:
                 mode, echo = None, False
             ev = _call_event(rec, hook, m["err"] or "", mode, echo)
-            ev.request = request_of(before, rec)
+            ev.request = request_of(before, rec) or _request_from_path(ev.url)
             if mode == "open" and ev.cause is not None and ev.cause.cls == causes.CANCELED:
                 # HandleError after "Context canceled when calling webhook": the caller went away. The
                 # dispatchers log no fail-open for a canceled call and admit nothing (they return a timeout).
                 ev = Event("webhook-canceled", rec, webhook=hook, echo=True)
             events.append(ev)
-            break
+            # One line may hold several webhooks' failures (Helm's and Rancher's joined errors): each is read.
+        if not call_hooks:
+            m = CONNECT_FAILED.search(msg)
+            if m:
+                hook = _hook(m["hook"])
+                ev = _call_event(rec, hook, m["err"] or "", None, echo=False)
+                if ev.service is None and m["svc"]:
+                    h = _SVC_HOST.match("https://" + re.sub(r"\s+", "", m["svc"]))
+                    ev.service = f"{h['ns']}/{h['svc']}" if h else None
+                events.append(ev)
+                call_hooks.add(hook)
+        if not call_hooks and not ("onversion" in msg and CONVERSION.search(msg)):  # a CRD's: its own event
+            m = NAMELESS_CALL.search(msg)
+            if m:
+                err = m["err"] if m["err"] is not None else f'Post "{m["url"]}": {m["cause"]}'
+                ev = _call_event(rec, None, err, None, echo=False)
+                if ev.url and ev.cause.cls != causes.OTHER:
+                    ev.request = request_of(msg[:m.start()], rec) or _request_from_path(ev.url)
+                    events.append(ev)
 
     rej = REJECTED.search(msg)
     if rej:
@@ -521,11 +587,14 @@ def classify(rec: LogRecord) -> list[Event]:
         for d in DENIED.finditer(msg):
             if DRY_RUN.search(msg):
                 break
-            events.append(Event("webhook-denied", rec, webhook=d["hook"], webhook_type=vendors.guess_type(d["hook"]),
+            events.append(Event("webhook-denied", rec, webhook=_hook(d["hook"]), webhook_type=vendors.guess_type(d["hook"]),
                                 detail=(d["msg"] or "without explanation")[:2000],
                                 target=_denied_target(msg[:d.start()]), request=request_of(msg[:d.start()], rec)))
             break
 
+    m = NO_DRY_RUN.search(msg)
+    if m:
+        events.append(Event("webhook-no-dry-run", rec, webhook=_hook(m["hook"]), target=_denied_target(msg[:m.start()])))
     m = CANCELED.search(msg)
     if m:
         events.append(Event("webhook-canceled", rec, webhook=m["hook"]))
@@ -590,8 +659,11 @@ def classify(rec: LogRecord) -> list[Event]:
         c = _CONVERSION_CRD.search(msg[:m.start()])
         crd = (c["crd"] or f'{c["plural"]}.{c["group"]}') if c else None
         events.append(Event("conversion-failed", rec, url=url, service=svc, cause=cause,
-                            detail=f'{m["gv"]}, Kind={m["kind"]}', hook=crd))
+                            detail=f'{m["gv"]}, Kind={m["kind"]}' if m["gv"] else m["what"].strip(), hook=crd))
 
+    m = HOOK_CONTROLLER_STOPPED.search(msg)
+    if m:
+        events.append(Event("hook-stopped", rec, hook=_STOPPED_HOOK[m["ctl"].lower().replace("-", "")[:4]]))
     m = UNHEALTHY.search(msg)
     if m:
         events.append(Event("apiserver-unhealthy", rec, detail=m["node"]))
@@ -602,6 +674,8 @@ def classify(rec: LogRecord) -> list[Event]:
     m = LEADER.search(msg)
     if m:
         lease = m["lease"] or m["lease2"]
+        if lease is None and (u := _LEASE_URL.search(msg)):
+            lease = f'{u["ns"]}/{u["name"]}'
         events.append(Event("leader-lost", rec, detail=lease, obj=None))
     for m in CONFIG_OF.finditer(msg):
         events.append(Event("config-named", rec, webhook=m["hook"], detail=m["cfg"], webhook_type="mutating"))
@@ -610,9 +684,20 @@ def classify(rec: LogRecord) -> list[Event]:
         r = _TRACE_RESOURCE.search(msg, m.end())
         events.append(Event("config-named", rec, webhook=m["hook"], detail=m["cfg"], webhook_type=m["type"],
                             request=(None, _OWNER_KINDS.get(r["res"], r["res"]), None) if r else None))
+        t = _TRACE_TOTAL.search(msg, m.end())
+        if t and int(t["ms"]) >= SLOW_CALL_MS:
+            events.append(Event("webhook-slow", rec, webhook=m["hook"], webhook_type=m["type"], detail=t["ms"],
+                                request=events[-1].request))
     return events
 
 
+# The dispatcher traces each call and logs the trace past 500 ms (utiltrace LogIfLong): `(total time: 5000ms)`.
+_TRACE_TOTAL = re.compile(r"\(total\s*time:\s*(?P<ms>\d{1,9})(?:\.\d+)?ms\)")
+SLOW_CALL_MS = 1000  # a second or more on one admission call: every request it intercepts waits that long
+
+
+# The Lease a leader-election request names in its URL (`…/namespaces/kube-system/leases/kube-scheduler?timeout=5s`)
+_LEASE_URL = re.compile(r"/namespaces/(?P<ns>[a-z0-9-]{1,63})/leases/(?P<name>[\w.-]{1,253}?)(?=[?\"\s:]|$)")
 # The resource a slow webhook call's trace names: `resource:coordination.k8s.io/v1, Resource=leases`.
 _TRACE_RESOURCE = re.compile(r"resource[:=]\s*\S*,?\s*Resource=(?P<res>[a-z0-9-]{1,63})")
 

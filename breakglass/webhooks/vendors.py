@@ -19,6 +19,10 @@ class VendorHint:
     webhook_type: str  # validating | mutating
     service: str | None  # namespace/name of the usual backing service
     managed_note: str  # why deleting or patching the configuration directly is temporary
+    # How the vendor's shipped configuration keeps its own backend's pods (and kube-system's) out of the webhook,
+    # when it does: a failing call then refuses other namespaces' pods, never the ones that bring it back. None
+    # where the shipped configuration intercepts them (or varies by version): the log cannot tell, so it is asked.
+    exempts_own: str | None = None
 
 
 _KYVERNO = ("Kyverno recreates its webhook configurations; set the exclusions in its Helm values "
@@ -26,14 +30,21 @@ _KYVERNO = ("Kyverno recreates its webhook configurations; set the exclusions in
 _GATEKEEPER = ("Gatekeeper's chart owns this configuration; set validatingWebhookMatchConditions / "
                "validatingWebhookExemptNamespacesLabels in the Helm values.")
 _CERT_MANAGER = "cert-manager's cainjector rewrites caBundle; fix the webhook pod or its certificate."
+# Kyverno's chart v3 (Kyverno 1.10+) defaults config.excludeKyvernoNamespace to true: its generated webhooks carry
+# a namespaceSelector `kubernetes.io/metadata.name NotIn [kyverno]` (older charts excluded it in resourceFilters only,
+# inside Kyverno, after the call: those still refused its own pods while it was down)
+_KYVERNO_OWN = ("its generated webhooks leave the kyverno namespace out (the chart's config.excludeKyvernoNamespace, "
+                "true by default since chart v3, Kyverno 1.10; older Kyverno still intercepted it)")
 _ISTIO = "istiod reconciles this configuration; set values in the IstioOperator / Helm chart."
 
 # (pattern on the webhook name, hint)
 _RULES: tuple[tuple[re.Pattern, VendorHint], ...] = (
     (re.compile(r"^validate\.kyverno\.svc"), VendorHint(
-        "Kyverno", "kyverno-resource-validating-webhook-cfg", "validating", "kyverno/kyverno-svc", _KYVERNO)),
+        "Kyverno", "kyverno-resource-validating-webhook-cfg", "validating", "kyverno/kyverno-svc", _KYVERNO,
+        _KYVERNO_OWN)),
     (re.compile(r"^mutate\.kyverno\.svc"), VendorHint(
-        "Kyverno", "kyverno-resource-mutating-webhook-cfg", "mutating", "kyverno/kyverno-svc", _KYVERNO)),
+        "Kyverno", "kyverno-resource-mutating-webhook-cfg", "mutating", "kyverno/kyverno-svc", _KYVERNO,
+        _KYVERNO_OWN)),
     (re.compile(r"^validate-policy\.kyverno\.svc"), VendorHint(
         "Kyverno", "kyverno-policy-validating-webhook-cfg", "validating", "kyverno/kyverno-svc", _KYVERNO)),
     (re.compile(r"^mutate-policy\.kyverno\.svc"), VendorHint(
@@ -53,10 +64,14 @@ _RULES: tuple[tuple[re.Pattern, VendorHint], ...] = (
     (re.compile(r"^(?:rev\.)?validation\.istio\.io$"), VendorHint(
         "Istio", "istio-validator-istio-system", "validating", "istio-system/istiod", _ISTIO)),
     (re.compile(r"sidecar-injector\.istio\.io$"), VendorHint(
-        "Istio", "istio-sidecar-injector", "mutating", "istio-system/istiod", _ISTIO)),
+        "Istio", "istio-sidecar-injector", "mutating", "istio-system/istiod", _ISTIO,
+        "its shipped namespaceSelector is opt-in (istio-injection=enabled or istio.io/rev), which istio-system and "
+        "kube-system do not carry")),
     (re.compile(r"^linkerd-proxy-injector\.linkerd\.io$"), VendorHint(
         "Linkerd", "linkerd-proxy-injector-webhook-config", "mutating", "linkerd/linkerd-proxy-injector",
-        "linkerd's control plane reconciles this configuration.")),
+        "linkerd's control plane reconciles this configuration.",
+        "its shipped namespaceSelector leaves out namespaces labelled config.linkerd.io/admission-webhooks=disabled, "
+        "as linkerd's own namespaces and kube-system are")),
     (re.compile(r"^vault\.hashicorp\.com$"), VendorHint(
         "Vault agent injector", "vault-agent-injector-cfg", "mutating", None,
         "the Vault Helm chart owns this configuration.")),

@@ -1,0 +1,184 @@
+"""Issue 45: one rule per class of what people paste, each on a paste written here in that class's shape (names,
+namespaces and addresses made up; none is a corpus line). The corpus itself is scored by ../shared/corpus/score.py
+(docs/testing.md); these pin the classes so that a rule cannot drift back to the pastes at hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import diagnose_text, run_cli
+
+SVC = "https://{svc}.{ns}.svc:443/{path}?timeout=10s"
+
+
+def _call(hook: str, cause: str, svc: str = "acme-hooks", ns: str = "acme", path: str = "mutate-pod") -> str:
+    url = SVC.format(svc=svc, ns=ns, path=path)
+    return f'failed calling webhook "{hook}": failed to call webhook: Post "{url}": {cause}'
+
+
+NO_ENDPOINTS = 'no endpoints available for service "acme-hooks"'
+
+
+# --- §2: a fail-closed webhook that refuses what its own backend needs to come back ---------------------------------
+
+@pytest.mark.parametrize("prefix", [
+    "Error creating: Internal error occurred: ",  # the controller's message alone, no controller named
+    "  Warning  FailedCreate  4m (x12 over 20m)  replicaset-controller  Error creating: Internal error occurred: ",
+    "W0412 08:00:00.000000       1 replica_set.go:560] sync \"acme/acme-hooks-5d9c\" failed with Internal error "
+    "occurred: ",
+])
+def test_pods_a_controller_creates_refused_while_the_backend_is_down_is_likely_a_deadlock(prefix):
+    """The controllers create the webhook's own replacement pods the same way: unless its namespace is exempt
+    (which no line shows), it cannot come back. deadlock-likely, worded so, with the command that proves it."""
+    d = diagnose_text(prefix + _call("pods.acme.io", NO_ENDPOINTS) + "\n")
+    v = d.verdict
+    assert (v.state, v.family) == ("deadlock-likely", "self-dependency"), v
+    assert v.prove and "--kubeconfig" in v.prove and "--etcd-endpoints" in v.prove
+    assert "waiting will not heal it" in v.explanation and "exclude acme" in v.explanation
+
+
+@pytest.mark.parametrize("cause", ["dial tcp 10.0.3.7:443: connect: connection refused",
+                                   "dial tcp 10.0.3.7:443: i/o timeout"])
+def test_a_backend_that_cannot_be_reached_counts_as_down_for_the_cycle(cause):
+    d = diagnose_text("Error creating: Internal error occurred: " + _call("pods.acme.io", cause) + "\n")
+    assert d.verdict.state == "deadlock-likely", (cause, d.verdict)
+
+
+def test_a_jobs_pods_or_a_missing_service_are_not_that_cycle():
+    """A Job's pods run to completion and never serve a webhook; a Service that does not exist waits for no pod:
+    both are degraded (the second said as not healing by waiting)."""
+    job = diagnose_text("  Warning  FailedCreate  2m  job-controller  Error creating: Internal error occurred: "
+                        + _call("pods.acme.io", NO_ENDPOINTS) + "\n")
+    assert job.verdict.state == "degraded", job.verdict
+    gone = diagnose_text("Error creating: Internal error occurred: "
+                         + _call("pods.acme.io", 'service "acme-hooks" not found') + "\n")
+    assert gone.verdict.state == "degraded" and "will not heal by itself" in gone.verdict.explanation
+
+
+def test_a_vendor_whose_shipped_selector_exempts_its_own_pods_is_not_called_a_deadlock():
+    """The shipped configuration is knowledge of the configuration: an opt-in injector never intercepts its own
+    namespace, so pods refused while it is down are other namespaces' and it heals when it returns; the
+    explanation says so and how to check that the selector was not changed."""
+    d = diagnose_text("Error creating: Internal error occurred: "
+                      + _call("sidecar-injector.istio.io", 'no endpoints available for service "istiod"',
+                              svc="istiod", ns="istio-system", path="inject") + "\n")
+    assert d.verdict.state == "degraded", d.verdict
+    [f] = d.findings
+    assert "opt-in" in f.explanation and "--kubeconfig" in f.explanation
+
+
+def test_a_node_webhook_that_blocks_a_cni_agents_node_write_is_likely_node_starvation():
+    """A CNI agent annotating its Node through a webhook judging Nodes (its path says so), backend down: the node
+    gets no pod network, the backend's pods no address. Said as likely node and lease starvation."""
+    line = ('E0412 08:00:00.000000    4242 node.go:88] "failed to set node network annotation" err="Internal error '
+            'occurred: ' + _call("nodes.acme.io", NO_ENDPOINTS, path="validate/nodes").replace('"', '\\"') + '"')
+    d = diagnose_text(line + "\n")
+    assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "node-lease"), d.verdict
+
+
+# --- §3: start-up starvation ---------------------------------------------------------------------------------------
+
+IPADDR = ('E0705 09:00:01.500000       1 repairip.go:372] "Unhandled Error" err="the ClusterIP [IPv4]: 10.43.0.1 for '
+          'Service default/kubernetes is not allocated; repairing: ipaddresses.networking.k8s.io \\"10.43.0.1\\" is '
+          'forbidden: not yet ready to handle request"')
+
+
+def test_a_start_up_hook_refused_by_admission_whose_controller_then_stops_is_stuck_not_a_moment():
+    lines = ["I0705 09:00:00.100000       1 server.go:150] Version: v1.33.4", IPADDR,
+             "I0705 09:00:01.600000       1 repairip.go:220] Shutting down ipallocator-repair-controller",
+             "I0705 09:00:09.000000       1 controller.go:615] quota admission added evaluator for: leases"]
+    d = diagnose_text("\n".join(lines) + "\n")
+    assert d.verdict.state == "stuck" and d.verdict.needs_action, d.verdict
+    assert "shut down" in d.findings[0].explanation
+    # the same refusal with the controller going on is the moment at start every apiserver has
+    calm = diagnose_text("\n".join(lines[:2] + lines[3:]) + "\n")
+    assert calm.verdict.state == "clear", calm.verdict
+
+
+# --- §4: fail-open from every witness --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "Failed calling webhook, failing open\n",  # the fragment a person quotes, no name
+    "W0101 00:00:00.000000       1 dispatcher.go:199] Failed calling webhook, failing open audit.acme.io: failed "
+    "calling webhook \"audit.acme.io\": failed to call webhook: Post \"https://a.acme.svc:443/v?timeout=3s\": EOF\n",
+])
+def test_a_webhook_failing_open_is_a_leak_named_or_not(text):
+    d = diagnose_text(text)
+    assert d.verdict.state == "leaking" and d.findings[0].family == "webhook-fail-open", d.verdict
+    assert "failed open" in d.verdict.explanation and not d.verdict.explanation.startswith(" failed")
+
+
+# --- §5: conversion ---------------------------------------------------------------------------------------------------
+
+def test_a_conversion_webhook_failing_with_the_names_redacted_is_still_a_conversion_outage():
+    d = diagnose_text("unexpected ListAndWatch error: failed to list <crd>: conversion webhook for <group/version>, "
+                      "Kind=<kind> failed: Post <url>: <error>; reinitializing...\n")
+    assert [f.family for f in d.findings] == ["conversion-webhook"] and d.verdict.needs_action
+
+
+# --- names, however the paste carries them --------------------------------------------------------------------------
+
+def test_names_survive_a_space_a_cut_name_a_shared_line_and_other_witnesses():
+    cases = {
+        # a wrap inside the quotes
+        'Error creating: admission webhook "tags.acme-pol icy.io" denied the request without explanation':
+            "tags.acme-policy.io",
+        # Gatekeeper's events: `Admission webhook "x" denied request:`
+        '5m  Warning  FailedAdmission  deployment/web  Admission webhook "check.acme.io" denied request: no':
+            "check.acme.io",
+        # another component's own reachability check
+        'W0101 00:00:00.000000 1 degraded_webhook.go:147] failed to connect to webhook "reach.acme.io" via service '
+        '"acme-hooks.acme.svc:443": dial tcp 10.0.0.9:443: connect: connection refused': "reach.acme.io",
+        # a dry run the webhook cannot take
+        'dry-run failed: admission webhook "side.acme.io" does not support dry run': "side.acme.io",
+    }
+    for text, name in cases.items():
+        d = diagnose_text(text + "\n")
+        named = {f.webhook for f in d.findings + d.notices}
+        assert name in named, (text, named)
+    # two webhooks' failures joined on one line (Helm's and Rancher's errors) are both read
+    two = diagnose_text("Error: " + _call("one.acme.io", NO_ENDPOINTS) + ", " + _call("two.acme.io", NO_ENDPOINTS)
+                        + "\n")
+    assert {f.webhook for f in two.findings} == {"one.acme.io", "two.acme.io"}
+
+
+@pytest.mark.parametrize("text", [
+    'failed to call webhook: Post "https://hooks.acme.svc:443/validate?timeout=10s": dial tcp 10.0.0.9:443: '
+    'connect: connection refused',
+    'https://hooks.acme.svc:8443/mutate?timeout=30s": net/http: request canceled while waiting for connection '
+    '(Client.Timeout exceeded while awaiting headers)',
+])
+def test_a_call_whose_name_was_cut_off_is_still_a_failing_webhook_named_by_its_backend(text):
+    d = diagnose_text(text + "\n")
+    [f] = d.findings
+    assert f.webhook is None and f.service == "acme/hooks" and "its name is not in the lines" in f.title
+    assert d.verdict.needs_action
+
+
+def test_an_api_url_with_a_timeout_is_a_client_not_a_webhook():
+    d = diagnose_text('Get "https://kubernetes.default.svc:443/api/v1/namespaces?timeout=32s": dial tcp '
+                      '10.96.0.1:443: connect: connection refused\n')
+    assert not d.findings and d.verdict.state == "clear"
+
+
+def test_a_traced_call_that_ran_its_whole_timeout_is_a_timing_out_webhook():
+    line = ('I0101 00:00:10.000000 1 trace.go:205] Trace[1]: "Call validating webhook" configuration:acme-cfg,'
+            'webhook:slow.acme.io,resource:apps/v1, Resource=deployments,subresource:,operation:UPDATE,UID:x '
+            '(01-Jan-2026 00:00:05.000) (total time: 10003ms):')
+    d = diagnose_text(line + "\n")
+    [f] = d.findings
+    assert (f.webhook, f.family, f.cause_class) == ("slow.acme.io", "webhook-slow", "timeout")
+    assert f.configuration == "acme-cfg" and d.verdict.needs_action
+    slow = diagnose_text(line.replace("10003ms", "1700ms") + "\n")
+    assert not slow.verdict.needs_action and slow.findings[0].severity == "info"
+
+
+# --- §1 through the CLI: exit codes on pastes --------------------------------------------------------------------------
+
+def test_the_cli_reads_a_one_line_paste_from_stdin_and_flags_it(tmp_path):
+    p = run_cli("diagnose", "-", "-o", "json",
+                stdin=("Error creating: Internal error occurred: " + _call("pods.acme.io", NO_ENDPOINTS)).encode())
+    out = json.loads(p.stdout)
+    assert p.returncode == 3 and out["result"]["verdict"]["state"] == "deadlock-likely", p.stderr
