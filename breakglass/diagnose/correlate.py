@@ -400,7 +400,7 @@ _STARVED = re.compile(r"Client\.Timeout exceeded|context deadline exceeded|reque
 
 
 _LEASE_READ = re.compile(r"error\s*retrieving\s*resource\s*lock|\bGet\s*\"?https?://")
-_LEASE_WRITE = re.compile(r"(?:Put|PUT|Patch|PATCH|Update|Post)\s*\"?https?://[^\s\"]*/leases/")
+_LEASE_WRITE = re.compile(r"(?:Put|PUT|Patch|PATCH|Update|Post)\s*\"?https?://[^\s\"/]{1,300}/[^\s\"]{0,600}?/leases/")
 
 
 def _host_of(url: str | None) -> str | None:

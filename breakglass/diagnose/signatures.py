@@ -201,7 +201,7 @@ POLICY_DENIED = Guarded(re.compile(r"(?P<kind>Validating|Mutating)AdmissionPolic
 # GROUP/VERSION, Kind=KIND failed: Post "https://…": …` in the apiserver's cacher, the namespace and garbage
 # collectors and every client reading the resource. Not an admission webhook: the admission flags do not touch it.
 CONVERSION = re.compile(r"conversion\s*webhook\s*for\s*(?:(?P<gv>[\w.-]{1,253}/[\w.-]{1,63}),\s*Kind=(?P<kind>[\w.-]{1,253}?)"
-                        r"|(?P<what>[^\n:]{1,300}?))\s*failed:?\s*(?P<err>.*)$", re.S)
+                        r"|(?P<what>[^\s:][^\n:]{0,299}?))\s*failed:?\s*(?P<err>.*)$", re.S)
 # The CRD's resource, when the line names it: the cacher's `cacher (plural.group)` / `storage/cacher.go:/group/plural`.
 _CONVERSION_CRD = re.compile(r"cacher\s*\((?P<crd>[a-z0-9-]{1,63}\.[a-z0-9.-]{1,253})\)"
                              r"|storage/cacher\.go:/(?P<group>[a-z0-9.-]{1,253})/(?P<plural>[a-z0-9-]{1,63})")
