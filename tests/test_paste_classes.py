@@ -182,3 +182,17 @@ def test_the_cli_reads_a_one_line_paste_from_stdin_and_flags_it(tmp_path):
                 stdin=("Error creating: Internal error occurred: " + _call("pods.acme.io", NO_ENDPOINTS)).encode())
     out = json.loads(p.stdout)
     assert p.returncode == 3 and out["result"]["verdict"]["state"] == "deadlock-likely", p.stderr
+
+
+def test_a_lease_write_timing_out_while_etcd_says_it_is_slow_is_not_blamed_on_admission():
+    """Starvation by storage looks like starvation by a webhook on the renewal alone; the lines around it tell."""
+    put = ('E0312 14:57:20.000000       1 leaderelection.go:367] Failed to update lock: Put "https://10.0.0.1:6443/apis/'
+           'coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler?timeout=5s": net/http: request '
+           'canceled (Client.Timeout exceeded while awaiting headers)')
+    assert diagnose_text(put + "\n").verdict.state == "deadlock-likely"
+    for slow in ("E0312 14:57:21.000000       1 leaderelection.go:367] Failed to update lock: etcdserver: request "
+                 "timed out",
+                 "E0312 14:57:21.000000       1 reflector.go:1] can't list Jobs: the server was unable to return a "
+                 "response in the time allotted, but may still be processing the request (get jobs.batch)"):
+        d = diagnose_text(put + "\n" + slow + "\n")
+        assert d.verdict.state == "clear" and [f.family for f in d.findings] == ["apiserver-slow"], (slow, d.verdict)

@@ -144,7 +144,8 @@ class Correlator:
         self.accs: dict[tuple, _Acc] = {}
         self.recent: dict[str, _Recent] = {}
         self.last_leader: dict[str, str] = {}
-        self.lease_reads_timed_out = False  # a leader's read of its lock timed out: the apiserver is slow to read
+        # a leader's read of its lock timed out, or etcd or the apiserver said it was too slow: load, not admission
+        self.lease_reads_timed_out = False
         self.configurations: dict[str, str] = {}  # webhook -> configuration, when a log line names it
         self.traced: dict[str, dict[tuple, int]] = {}  # webhook -> requests its slow-call traces name
         self.last_ts: dict[str, float] = {}  # source -> the latest time any event of it carries
@@ -372,6 +373,11 @@ class Correlator:
     def _on_apiserver_unhealthy(self, ev: Event) -> None:
         acc = self._acc(("unhealthy",), "unhealthy")
         acc.add(ev, EVIDENCE_HEAD)
+
+    def _on_storage_slow(self, ev: Event) -> None:
+        """etcd or the apiserver too slow: said through the lease's finding, not a finding of its own."""
+        self.matched -= 1
+        self.lease_reads_timed_out = True
 
     def _on_leader_lost(self, ev: Event) -> None:
         component = _component(ev.record, ev.detail)

@@ -769,10 +769,12 @@ class Builder:
         its etcd) is slow to answer at all. Said, and not blamed on a webhook."""
         return Finding(
             family="apiserver-slow", severity=INFO,
-            title=f"{a.hook}'s lease reads timed out: the apiserver or its etcd is slow, not admission",
-            explanation=(f"{a.hook} could not even read its leader Lease in time. Admission webhooks and policies "
-                         f"run on writes only, so a read that times out waited on the apiserver's load or on etcd; "
-                         f"no webhook is in these lines."),
+            title=f"{a.hook}'s lease requests timed out: the apiserver or its etcd is slow, not admission",
+            explanation=(f"{a.hook} could not renew its leader Lease in time, and the lines show the apiserver or "
+                         f"etcd itself too slow: a read of the Lease timing out (admission webhooks and policies "
+                         f"run on writes only, so a read waited on load or storage), or etcd or the apiserver "
+                         f"saying so (`etcdserver: request timed out`, `… in the time allotted`). No webhook is in "
+                         f"these lines."),
             advice="check the apiserver's load (APF: apiserver_flowcontrol_*) and etcd's latency (etcdctl endpoint "
                    "status --write-out=table)", **self._base(a))
 

@@ -43,7 +43,9 @@ ANCHORS: tuple[bytes, ...] = (
     # an upgrade's or an installer's word that the apiserver did not come back (kubeadm's static Pod hash wait)
     # a post-start hook's controller giving up (`Shutting down ipallocator-repair-controller`, 1.33+)
     b"Shutting down",
-    b"did not change", b"apiserver unhealthy", b"is unhealthy", b"apiserver is not healthy", b"apiserver did not become",
+    b"did not change", b"apiserver unhealthy", b"is unhealthy",
+    # etcd or the apiserver itself too slow to answer (what starves a lease as well as a slow webhook does)
+    b"etcdserver: ", b"in the time allotted", b"took too long", b"apiserver is not healthy", b"apiserver did not become",
     # kube-apiserver's first line of a start (cmd/kube-apiserver/app/server.go: `Version: v1.37.2`)
     b"Version: v",
 )
@@ -57,7 +59,7 @@ GATE_PHRASES: tuple[str, ...] = (
     "priority classes", "unable to", "apf bootstrap", "allocation check", "serviceip", "lease", "election",
     "stopped leading", "resource lock", "update lock", "webhook.admission", "call mutating webhook", "call validating webhook",
     "conversion webhook", "did not change", "apiserver unhealthy", "apiserver is not healthy",
-    "apiserver did not become", "version:v", ".svc:", ".svc/", "shutting down", "is unhealthy", "support dry run", "connect to webhook")
+    "apiserver did not become", "version:v", ".svc:", ".svc/", "shutting down", "is unhealthy", "etcdserver", "time allotted", "took too long", "support dry run", "connect to webhook")
 _GATE_NEEDLES = tuple(p.replace(" ", "").encode() for p in GATE_PHRASES)
 _WHITESPACE = b" \t\n\r\f\v"  # what \s is in a bytes pattern
 
@@ -264,10 +266,17 @@ _BOOT: tuple[tuple[Guarded, str, str], ...] = (
 _RBAC_KIND = {"clusterrole": "ClusterRole", "clusterrolebinding": "ClusterRoleBinding", "role": "Role",
               "rolebinding": "RoleBinding", "clusterroles": "ClusterRole", "roles": "Role"}
 
+# etcd timing out or slow, or the apiserver timing out a request itself: load and storage, which starve a lease
+# renewal exactly as a slow webhook does; with these in the lines a renewal's timeout is not blamed on admission
+STORAGE_SLOW = Guarded(re.compile(r"etcdserver:\s*(?:request\s*timed\s*out|leader\s*changed|too\s*many\s*requests|"
+                                  r"no\s*leader)|unable\s*to\s*return\s*a\s*response\s*in\s*the\s*time\s*allotted|"
+                                  r"apply\s*request\s*took\s*too\s*long"),
+                       "etcdserver", "allotted", "too")
+
 # The controller a post-start hook starts, stopping (repairip.go: `Shutting down ipallocator-repair-controller`): after
 # its writes were refused at start, the hook never finishes on its own (kubernetes#136288).
 HOOK_CONTROLLER_STOPPED = Guarded(re.compile(r"Shutting\s*down\s*(?P<ctl>ipallocator-repair|ipaddress-repair|"
-                                             r"service-?cidr|kubernetes-service-cidr)[\w-]*", re.I), "Shutting")
+                                             r"service-?cidr|kubernetes-service-cidr)[\w-]*"), "Shutting")
 _STOPPED_HOOK = {"ipal": "start-service-ip-repair-controllers", "ipad": "start-service-ip-repair-controllers",
                  "serv": "start-kubernetes-service-cidr-controller", "kube": "start-kubernetes-service-cidr-controller"}
 
@@ -671,6 +680,8 @@ def classify(rec: LogRecord) -> list[Event]:
         m = STARTED.search(msg)
         if m:
             events.append(Event("apiserver-started", rec, detail=m["version"]))
+    if STORAGE_SLOW.search(msg):
+        events.append(Event("storage-slow", rec))
     m = LEADER.search(msg)
     if m:
         lease = m["lease"] or m["lease2"]
