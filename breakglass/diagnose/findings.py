@@ -856,6 +856,15 @@ FAMILY_HEADLINE = {
 }
 
 
+def _unless_exempt(lead: Finding, carrier: bool) -> str:
+    """A likely cycle says on what it turns: whether the pods it needs are exempt from the webhook, unknown from the
+    lines (issue 45 §2); a proven one does not."""
+    if lead.proof in (PROVEN, PROVEN_LOG):
+        return ""
+    return (" unless those pods' namespace is exempt from it" if carrier else
+            " unless its own pods are exempt from it") + " (which the lines cannot show: the command below proves it)"
+
+
 def _family_text(lead: Finding) -> str:
     who = f'webhook "{lead.webhook}"' if lead.webhook else "a webhook"
     cfg = f" (configuration {lead.configuration}, {lead.configuration_source})" if lead.configuration else ""
@@ -869,7 +878,7 @@ def _family_text(lead: Finding) -> str:
         return (f"{who}{cfg} fails closed ({lead.cause}) on the creation of {needs} "
                 f"({', '.join(lead.requests[:3]) or 'its own backend'}; backend {svc}). While it fails no replacement "
                 f"pod is admitted, so {'they' if carrier else 'its backend'} cannot come back and waiting will not "
-                f"heal it. The apiserver still answers: first exclude {ns} from the webhook through the API (a "
+                f"heal it{_unless_exempt(lead, carrier)}. The apiserver still answers: first exclude {ns} from the webhook through the API (a "
                 f"namespaceSelector on kubernetes.io/metadata.name NotIn [{ns}], or a matchCondition), which is "
                 f"often enough: {back} and the webhook keeps guarding the rest. Else set its failurePolicy to Ignore or delete "
                 f"the configuration (remedies below, least invasive first); the admission flag or etcd only when "
