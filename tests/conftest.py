@@ -124,3 +124,38 @@ def unfold_lines(lines: list[str]) -> list[str]:
         if glue:
             out[-1] = out[-1][:-2]
     return out
+
+
+# --- the timing report at the end of `make test` (issue 46 §5): where CI's 90 minutes go, in every CI log ----------
+_SECONDS: dict[str, float] = {}  # test module -> seconds (setup, call and teardown)
+# A module that starts real components (etcd, sshd, kube-apiserver, kine, k3s, Kyverno, Gatekeeper, konnectivity)
+_REAL = ("real_control_plane", "real_engines", "real_apiserver_session", "etcd_server", "sshd_server", "etcd_clean",
+         "def sshd", "build/kube-apiserver", "kine", "k3s_standin")
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::", 1)[0]
+    _SECONDS[path] = _SECONDS.get(path, 0.0) + report.duration
+
+
+def _starts_real_components(path: str) -> bool:
+    try:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return False
+    return any(word in text for word in _REAL)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _SECONDS:
+        return
+    real = {p: s for p, s in _SECONDS.items() if _starts_real_components(p)}
+    tests = sum(_SECONDS.values())
+    builds = os.environ.get("BREAKGLASS_BUILD_SECONDS")
+    w = terminalreporter.write_line
+    w(f"timing: {'builds ' + builds + ' s (before the tests), ' if builds else ''}tests {tests:.0f} s: real "
+      f"components {sum(real.values()):.0f} s in {len(real)} modules, the rest {tests - sum(real.values()):.0f} s "
+      f"in {len(_SECONDS) - len(real)}")
+    top = sorted(_SECONDS.items(), key=lambda kv: -kv[1])[:10]
+    w("timing: slowest modules: " + ", ".join(f"{os.path.basename(p)} {s:.0f} s" for p, s in top))
