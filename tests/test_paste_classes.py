@@ -196,3 +196,16 @@ def test_a_lease_write_timing_out_while_etcd_says_it_is_slow_is_not_blamed_on_ad
                  "response in the time allotted, but may still be processing the request (get jobs.batch)"):
         d = diagnose_text(put + "\n" + slow + "\n")
         assert d.verdict.state == "clear" and [f.family for f in d.findings] == ["apiserver-slow"], (slow, d.verdict)
+
+
+def test_a_k3s_node_password_refused_by_a_webhook_that_cannot_be_reached_is_likely_node_starvation():
+    """k3s and RKE2 keep each node's password in a kube-system Secret `<node>.node-password.k3s`, written when the
+    node joins: a webhook on Secrets that cannot answer keeps nodes from registering, and the webhook's own pods
+    from a node to run on."""
+    line = ('Mar 02 10:00:00 srv-1 k3s[811]: time="2026-03-02T10:00:00Z" level=error msg="unable to store '
+            'agent-7.node-password.k3s: Internal error occurred: ' + _call("secrets.acme.io", NO_ENDPOINTS,
+                                                                           path="validate-secrets").replace('"', '\\"')
+            + '"')
+    d = diagnose_text(line + "\n")
+    assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "node-lease"), d.verdict
+    assert "node-password" in d.verdict.explanation

@@ -192,6 +192,8 @@ def node_lease(requests: dict[tuple, int], apiserver_only: bool = False) -> str 
                 " (node heartbeats)" if ns == "kube-node-lease" else "")
         if kind == "Node":
             return f"Node {name or ''}".rstrip() + " (the kubelet's node status)"
+        if kind == "Secret" and (name or "").rsplit(".", 2)[-2:-1] == ["node-password"]:
+            return f"Secret kube-system/{name} (the node password k3s and RKE2 check when a node joins)"
     return None
 
 

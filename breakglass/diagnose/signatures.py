@@ -370,6 +370,9 @@ _REQUEST = (
     re.compile(r'(?:Error\s*updating|Unable\s*to\s*update|Unable\s*to\s*register)\s*(?P<kind>node)\b'),
     # `pods "x" is forbidden`, `leases.coordination.k8s.io "n" is forbidden`
     re.compile(r'(?P<kind>pods|leases|nodes)(?:\.[\w.-]{1,253})?\s*\\?"(?P<name>[^"\\]{1,253})\\?"\s*is\s*forbidden'),
+    # k3s' and RKE2's node password, a kube-system Secret `<node>.node-password.k3s` the server writes when a node
+    # joins or rejoins: refused, the node never registers
+    re.compile(r'(?P<name>[a-z0-9][\w.-]{0,200}\.node-password\.(?:k3s|rke2))'),
     # `Error creating: …` alone: the FailedCreate message of the controllers that create pods (ReplicaSet, DaemonSet,
     # StatefulSet, Job: pkg/controller), pasted without the event's row; which controller, the line does not say
     re.compile(r'Error\s*creating:\s*(?:Internal\s*error\s*occurred:?\s*)?$'),
@@ -392,6 +395,8 @@ def request_of(before: str, rec: LogRecord | None = None) -> tuple | None:
             return None, "Controller", None
         raw = g.get("kind") or g.get("kind2") or g.get("kind3")
         kind = _OWNER_KINDS.get(raw.lower(), raw) if raw else None
+        if raw is None and "node-password" in m.group(0):
+            return "kube-system", "Secret", g["name"]
         if raw in ("lock",):
             kind = "Lease"
         if kind is None and rec is not None:  # a controller's sync key: its file says which controller
