@@ -1006,7 +1006,8 @@ def _verdict(findings: list[Finding]) -> Verdict:
             text = lead.explanation
         return Verdict(DEADLOCKED, headline, text, True, lead.deadlock, lead.cycle, lead.proof)
     if err:
-        names = sorted({f.webhook for f in err if f.webhook})
+        # a webhook whose name a paste cut off is named by its Service
+        names = sorted({f.webhook or f"{f.service} (name not in the lines)" for f in err if f.webhook or f.service})
         headline = "DEGRADED: requests are failing at admission"
         text = (f"{'Webhook(s) ' + ', '.join(names) + ' refuse' if names else 'Admission refuses'} requests, but nothing in "
                 f"these logs shows the apiserver's own startup blocked. Workloads those webhooks intercept "
