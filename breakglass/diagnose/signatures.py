@@ -40,14 +40,16 @@ ANCHORS: tuple[bytes, ...] = (
     # `"Failed to update lease"` with one literal (the same count of anchors as before).
     b"ensure lease exists", b"ailed to update lease", b"renew lease",
     b"election lost", b"stopped leading", b"resource lock", b"leader election record", b"to update lock",
-    # an upgrade's or an installer's word that the apiserver did not come back (kubeadm's static Pod hash wait)
+    # an upgrade's or an installer's word that the apiserver did not come back (kubeadm's static Pod hash wait, a
+    # managed control plane's `component "kube-apiserver" … is unhealthy`)
+    b"did not change", b"apiserver unhealthy", b"apiserver is not healthy", b"apiserver did not become",
+    b"is unhealthy",
     # a post-start hook's controller giving up (`Shutting down ipallocator-repair-controller`, 1.33+)
     b"Shutting down",
-    b"did not change", b"apiserver unhealthy", b"is unhealthy",
     # the apiserver timing a request out itself (what starves a lease as well as a slow webhook does). Not etcd's
     # own words: `etcdserver: request timed out` fills noisy logs (one line in eight of bench/genlog.py's), and a
     # lease write failing on etcd says so in its own, anchored, line
-    b"in the time allotted", b"apiserver is not healthy", b"apiserver did not become",
+    b"in the time allotted",
     # kube-apiserver's first line of a start (cmd/kube-apiserver/app/server.go: `Version: v1.37.2`)
     b"Version: v",
 )
@@ -59,9 +61,10 @@ GATE_PHRASES: tuple[str, ...] = (
     "failed calling", "failing open", "failing closed", "denied request", "denied the request", "rejected by webhook",
     "calling webhook", "poststarthook", "not yet ready", "servicecidr", "system namespace", "priorityclass",
     "priority classes", "unable to", "apf bootstrap", "allocation check", "serviceip", "lease", "election",
-    "stopped leading", "resource lock", "update lock", "webhook.admission", "call mutating webhook", "call validating webhook",
-    "conversion webhook", "did not change", "apiserver unhealthy", "apiserver is not healthy",
-    "apiserver did not become", "version:v", ".svc:", ".svc/", "shutting down", "is unhealthy", "time allotted", "support dry run", "connect to webhook")
+    "stopped leading", "resource lock", "update lock", "webhook.admission", "call mutating webhook",
+    "call validating webhook", "conversion webhook", "did not change", "apiserver unhealthy",
+    "apiserver is not healthy", "apiserver did not become", "is unhealthy", "version:v", ".svc:", ".svc/",
+    "shutting down", "time allotted", "support dry run", "connect to webhook")
 _GATE_NEEDLES = tuple(p.replace(" ", "").encode() for p in GATE_PHRASES)
 _WHITESPACE = b" \t\n\r\f\v"  # what \s is in a bytes pattern
 
@@ -279,8 +282,12 @@ STORAGE_SLOW = Guarded(re.compile(r"etcdserver:\s*(?:request\s*timed\s*out|leade
 # its writes were refused at start, the hook never finishes on its own (kubernetes#136288).
 HOOK_CONTROLLER_STOPPED = Guarded(re.compile(r"Shutting\s*down\s*(?P<ctl>ipallocator-repair|ipaddress-repair|"
                                              r"service-?cidr|kubernetes-service-cidr)[\w-]*"), "Shutting")
-_STOPPED_HOOK = {"ipal": "start-service-ip-repair-controllers", "ipad": "start-service-ip-repair-controllers",
-                 "serv": "start-kubernetes-service-cidr-controller", "kube": "start-kubernetes-service-cidr-controller"}
+
+
+def _stopped_hook(controller: str) -> str:
+    """The post-start hook whose controller this is: the IP repair controllers', or the ServiceCIDR one's."""
+    return ("start-service-ip-repair-controllers" if "repair" in controller
+            else "start-kubernetes-service-cidr-controller")
 
 # kubeadm upgrade's `static Pod hash for component kube-apiserver on Node N did not change after 5m0s`, and the
 # installers' and upgrade tools' `kube-apiserver unhealthy` / `is not healthy` / `did not become ready`: the apiserver
@@ -679,7 +686,7 @@ def classify(rec: LogRecord) -> list[Event]:
 
     m = HOOK_CONTROLLER_STOPPED.search(msg)
     if m:
-        events.append(Event("hook-stopped", rec, hook=_STOPPED_HOOK[m["ctl"].lower().replace("-", "")[:4]]))
+        events.append(Event("hook-stopped", rec, hook=_stopped_hook(m["ctl"])))
     m = UNHEALTHY.search(msg)
     if m:
         events.append(Event("apiserver-unhealthy", rec, detail=m["node"]))
