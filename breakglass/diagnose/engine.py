@@ -196,8 +196,9 @@ K8S_LINE = re.compile(rb"\b[\w-]+\.go:\d+\]|\"ts\"\s*:\s*\d|\"auditID\"|audit\.k
 # The words of the Kubernetes world, in whatever a person pastes: an event table's row (`Warning  FailedCreate  2m
 # (x5 over 9m)  replicaset-controller  Error creating: …`), a controller's error alone, a journal line of kubelet,
 # k3s or RKE2, a Helm, Argo CD or Flux error, an operator's JSON log, a kernel's OOM line that names kube-apiserver.
-# One of these is enough (etcd's own JSON log included: the control plane's storage); a dpkg log (which may name the kubelet package), a key or a binary has none. Input with
-# none is not what diagnose reads (exit 2), input with some is read, and "nothing found" is said of what was read.
+# One of these is enough (etcd's own JSON log included: the control plane's storage); a dpkg log (which may name
+# the kubelet package), a key or a binary has none. Input with none is not what diagnose reads (exit 2), input with
+# some is read, and "nothing found" is said of what was read.
 _K8S_WORDS = re.compile(
     rb"(?i:webhook|admission|apiserver|\bkubectl\b|\bkube-[a-z]|\bkubeadm\b|\bkubelet(?:\[\d+\]|\.go|_)"
     rb"|\b(?:k3s|rke2|k0s|kubenswrapper|hyperkube|microk8s)\b|\btalos|\bkubernetes\b|\bk8s\b|\.svc\b"

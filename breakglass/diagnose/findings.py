@@ -880,7 +880,8 @@ def _family_text(lead: Finding) -> str:
         return (f"{who}{cfg} fails closed ({lead.cause}) on the creation of {needs} "
                 f"({', '.join(lead.requests[:3]) or 'its own backend'}; backend {svc}). While it fails no replacement "
                 f"pod is admitted, so {'they' if carrier else 'its backend'} cannot come back and waiting will not "
-                f"heal it{_unless_exempt(lead, carrier)}. The apiserver still answers: first exclude {ns} from the webhook through the API (a "
+                f"heal it{_unless_exempt(lead, carrier)}. The apiserver still answers: first exclude {ns} from the "
+                f"webhook through the API (a "
                 f"namespaceSelector on kubernetes.io/metadata.name NotIn [{ns}], or a matchCondition), which is "
                 f"often enough: {back} and the webhook keeps guarding the rest. Else set its failurePolicy to Ignore or delete "
                 f"the configuration (remedies below, least invasive first); the admission flag or etcd only when "
@@ -1009,7 +1010,8 @@ def _verdict(findings: list[Finding]) -> Verdict:
         # a webhook whose name a paste cut off is named by its Service
         names = sorted({f.webhook or f"{f.service} (name not in the lines)" for f in err if f.webhook or f.service})
         headline = "DEGRADED: requests are failing at admission"
-        text = (f"{'Webhook(s) ' + ', '.join(names) + ' refuse' if names else 'Admission refuses'} requests, but nothing in "
+        who = "Webhook(s) " + ", ".join(names) + " refuse" if names else "Admission refuses"
+        text = (f"{who} requests, but nothing in "
                 f"these logs shows the apiserver's own startup blocked. Workloads those webhooks intercept "
                 f"cannot be created or changed until the webhooks answer again.")
         gone = sorted({f.service for f in err if f.cause == "service not found" and f.service})
@@ -1027,7 +1029,8 @@ def _verdict(findings: list[Finding]) -> Verdict:
     if warn:
         names = sorted({f.webhook for f in warn if f.webhook})
         return Verdict("leaking", "LEAKING: webhooks failed open and let requests through unchecked",
-                       f"{', '.join(names) or 'A webhook whose name is not in the lines'} failed open. The cluster works, but requests those webhooks should have "
+                       f"{', '.join(names) or 'A webhook whose name is not in the lines'} failed open. The cluster "
+                       f"works, but requests those webhooks should have "
                        f"checked were admitted; list them with `breakglass leaks --audit-log AUDIT_LOG` and "
                        f"re-check them.", True)
     return Verdict("clear", "nothing found",
