@@ -145,7 +145,7 @@ class Correlator:
         self.recent: dict[str, _Recent] = {}
         self.last_leader: dict[str, str] = {}
         # a leader's read of its lock timed out, or etcd or the apiserver said it was too slow: load, not admission
-        self.lease_reads_timed_out = False
+        self.apiserver_slow = False
         self.configurations: dict[str, str] = {}  # webhook -> configuration, when a log line names it
         self.traced: dict[str, dict[tuple, int]] = {}  # webhook -> requests its slow-call traces name
         self.last_ts: dict[str, float] = {}  # source -> the latest time any event of it carries
@@ -278,21 +278,26 @@ class Correlator:
         if ev.detail and (ev.detail in acc.crds or len(acc.crds) < 16):
             acc.crds[ev.detail] = acc.crds.get(ev.detail) or ev.hook
 
-    def _on_webhook_slow(self, ev: Event) -> None:
-        """A call the dispatcher's trace shows taking a second or more (its total time in details)."""
-        self._count(ev, "slow", ev.webhook).webhook = ev.webhook
-
-    def _on_webhook_no_dry_run(self, ev: Event) -> None:
-        acc = self._count(ev, "no-dry-run", ev.webhook)
+    def _webhook_count(self, ev: Event, kind: str) -> _Acc:
+        """Events about one webhook that only need counting (and, where the line says, what they were about)."""
+        acc = self._count(ev, kind, ev.webhook)
         acc.webhook = ev.webhook
         if ev.target and len(acc.targets) < 8:
             acc.targets[ev.target] = acc.targets.get(ev.target, 0) + 1
+        return acc
+
+    def _on_webhook_slow(self, ev: Event) -> None:
+        """A call the dispatcher's trace shows taking a second or more (its total time in details)."""
+        self._webhook_count(ev, "slow")
+
+    def _on_webhook_no_dry_run(self, ev: Event) -> None:
+        self._webhook_count(ev, "no-dry-run")
 
     def _on_webhook_canceled(self, ev: Event) -> None:
-        self._count(ev, "canceled", ev.webhook).webhook = ev.webhook
+        self._webhook_count(ev, "canceled")
 
     def _on_webhook_panic(self, ev: Event) -> None:
-        self._count(ev, "panic", ev.webhook).webhook = ev.webhook
+        self._webhook_count(ev, "panic")
 
     def _tie(self, ev: Event, acc: _Acc) -> None:
         """Tie a failing call or denial to the bootstrap write it blocked."""
@@ -377,7 +382,7 @@ class Correlator:
     def _on_storage_slow(self, ev: Event) -> None:
         """etcd or the apiserver too slow: said through the lease's finding, not a finding of its own."""
         self.matched -= 1
-        self.lease_reads_timed_out = True
+        self.apiserver_slow = True
 
     def _on_leader_lost(self, ev: Event) -> None:
         component = _component(ev.record, ev.detail)
@@ -393,7 +398,7 @@ class Correlator:
             # took it may be waiting on a webhook; a read (GET) that times out waited on load or storage, and
             # says the apiserver itself is slow, so none of the renewals is blamed on admission.
             if _LEASE_READ.search(ev.record.message):
-                self.lease_reads_timed_out = True
+                self.apiserver_slow = True
             elif _LEASE_WRITE.search(ev.record.message):
                 acc.starved = True
         acc.add(ev, EVIDENCE_HEAD)

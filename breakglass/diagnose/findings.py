@@ -735,9 +735,9 @@ class Builder:
         if not webhook_findings and not a.blind:
             # lost for reasons this tool does not diagnose, or long before/after the webhook failures; unless the
             # renewals themselves timed out while the apiserver took them: starvation behind something slow
-            if a.starved and not self.c.lease_reads_timed_out:
+            if a.starved and not self.c.apiserver_slow:
                 return self._starved_lease(a)
-            return self._slow_reads(a) if self.c.lease_reads_timed_out else None
+            return self._slow_reads(a) if self.c.apiserver_slow else None
         names = ", ".join(sorted({f'"{f.webhook}"' for f in webhook_findings})) or "a webhook"
         f = Finding(
             family="leader-election-lost", severity=ERROR, deadlock=NODE_LEASE,
