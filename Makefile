@@ -32,11 +32,14 @@ kube-apiserver:
 # run in the background at nice 19; the tests that need them run last and wait for them (scripts/gobuild.sh).
 # The pytest summary ends with a timing report (tests/conftest.py): the builds before the tests, the tests, and the
 # share of the tests that start real components. TESTS=tests/test_cli.py runs a part.
+# JOBS: pytest-xdist workers. Most of the suite waits (apiservers starting, engines syncing, prompts), so more
+# workers than cores keep both cores busy; tests sharing a module's fixture run on one worker (tests/conftest.py).
+JOBS ?= 4
 test: $(STAMP) system-deps
 	@t0=$$(date +%s); bash scripts/gobuild.sh --if-go --now && \
 	  export BREAKGLASS_BUILD_SECONDS=$$(( $$(date +%s) - t0 )) && \
 	  bash scripts/gobuild.sh --if-go --later-in-background && \
-	  $(PY) -m pytest -q --durations=30 $(TESTS)  # the slowest, printed at the end: where CI's 90 minutes go
+	  $(PY) -m pytest -q -n $(JOBS) --durations=30 $(TESTS)  # the slowest, printed at the end
 
 # The manual, as static files in site/ (open site/index.html; for its search, serve it: python3 -m http.server -d site)
 docs: $(STAMP)

@@ -13,6 +13,7 @@ written in a fixed order with fixed times, so the same wheels give the same byte
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
 import json
@@ -206,6 +207,26 @@ def main() -> int:
     targets = [f"cp{v.replace('.', '')}-{m}" for v in args.python.split(",") for m in args.machine.split(",")]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     os.makedirs(args.work, exist_ok=True)
+    with _holding(args.work):
+        return _build(args, targets)
+
+
+@contextlib.contextmanager
+def _holding(work: str):
+    """One build at a time per work directory: its own wheel and each target's downloads are rewritten in place,
+    so two builds side by side (two `make bundle`, parallel test workers) would take each other's files."""
+    import fcntl  # noqa: PLC0415 - Linux and macOS, where the bundle is built
+
+    with open(os.path.join(work, ".lock"), "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"bundle: another build is using {work}; waiting for it")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def _build(args, targets: list[str]) -> int:
     wheel = own_wheel(args.work)
     log(f"bundle: resolving {len(targets)} targets: {', '.join(targets)}")
     with ThreadPoolExecutor(args.jobs) as pool:

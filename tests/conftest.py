@@ -4,6 +4,7 @@ import io
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -107,6 +108,14 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if not item.get_closest_marker("later_build")] + late
 
 
+def pytest_configure(config):
+    """Under pytest-xdist: each worker's ports and terminal, and the tests that share a module's fixture on one
+    worker (tests/xdist_workers.py)."""
+    from tests import xdist_workers  # noqa: PLC0415
+
+    xdist_workers.register(config)
+
+
 def unfold_lines(lines: list[str]) -> list[str]:
     """Text lines as they were before breakglass folded them to the terminal (present.layout): a ``↪`` line goes
     back on its line (with the space it broke at, or none after a separator), a command's `` \\`` line on the
@@ -133,6 +142,9 @@ _REAL = ("real_control_plane", "real_engines", "real_apiserver_session", "etcd_s
          "def sshd", "build/kube-apiserver", "kine", "k3s_standin")
 
 
+_STARTED = time.monotonic()
+
+
 def pytest_runtest_logreport(report):
     path = report.nodeid.split("::", 1)[0]
     _SECONDS[path] = _SECONDS.get(path, 0.0) + report.duration
@@ -154,6 +166,9 @@ def pytest_terminal_summary(terminalreporter):
     tests = sum(_SECONDS.values())
     builds = os.environ.get("BREAKGLASS_BUILD_SECONDS")
     w = terminalreporter.write_line
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT") or str(getattr(terminalreporter.config.option,
+                                                                           "numprocesses", None) or 1)
+    w(f"timing: wall {time.monotonic() - _STARTED:.0f} s for the tests on {workers} worker(s)")
     w(f"timing: {'builds ' + builds + ' s (before the tests), ' if builds else ''}tests {tests:.0f} s: real "
       f"components {sum(real.values()):.0f} s in {len(real)} modules, the rest {tests - sum(real.values()):.0f} s "
       f"in {len(_SECONDS) - len(real)}")

@@ -118,6 +118,45 @@ def test_the_sandbox_etcd_starts_again_on_new_ports_when_its_port_was_taken(tmp_
         busy.close()
 
 
+def test_a_port_range_keeps_every_port_the_sandbox_takes_inside_it(tmp_path, monkeypatch):
+    """$BREAKGLASS_PORT_RANGE: two sandboxes side by side (parallel test workers, two rehearsals on one host) each
+    in their own range, so one never probes a port the other's server took. A port in the range that is already
+    bound is passed over."""
+    import socket
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    taken = busy.getsockname()[1]
+    low = 20000 if not 20000 <= taken <= 20009 else 20100
+    monkeypatch.setenv("BREAKGLASS_PORT_RANGE", f"{low}-{low + 9}")
+    try:
+        got = [sandbox.free_port() for _ in range(5)]
+        assert all(low <= p <= low + 9 for p in got) and len(set(got)) == 5, got
+        monkeypatch.setenv("BREAKGLASS_PORT_RANGE", f"{taken}-{taken + 1}")
+        assert sandbox.free_port() == taken + 1 or taken + 1 > 65535
+    finally:
+        busy.close()
+    d = str(tmp_path / "sb")
+    monkeypatch.setenv("BREAKGLASS_PORT_RANGE", f"{low}-{low + 99}")
+    p = run_cli("sandbox", "up", "--dir", d, "-o", "json")
+    try:
+        assert p.returncode == 0, p.stderr
+        port = int(json.loads(p.stdout)["result"]["endpoint"].rsplit(":", 1)[1])
+        assert low <= port <= low + 99, port
+    finally:
+        run_cli("sandbox", "down", "--dir", d)
+
+
+def test_a_port_range_that_is_not_one_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    for bad in ("20000", "30000-20000", "80-90", "a-b", "20000-70000"):
+        monkeypatch.setenv("BREAKGLASS_PORT_RANGE", bad)
+        p = run_cli("sandbox", "up", "--dir", str(tmp_path / "sb"))
+        err = p.stderr.decode()
+        assert p.returncode == 2 and "BREAKGLASS_PORT_RANGE" in err and "Traceback" not in err, (bad, err)
+        assert len(err.strip().splitlines()) <= 2, err
+        assert not (tmp_path / "sb").exists() or not os.listdir(tmp_path / "sb")
+
+
 def test_status_after_etcd_died_says_to_stop_what_is_left_first(tmp_path):
     """etcd killed (-9) under a real kube-apiserver that lives on: status says not running and that `down` (with
     this --dir) stops the leftover first; running that leaves nothing behind."""

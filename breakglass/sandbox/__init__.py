@@ -117,10 +117,49 @@ def default_dir(state: str | None = None) -> str:
     return os.path.join(journal.state_dir(state), "sandbox")
 
 
+PORT_RANGE_ENV = "BREAKGLASS_PORT_RANGE"
+_handed: set[int] = set()  # ports this process gave out from the range, not offered twice
+
+
+def port_range() -> tuple[int, int] | None:
+    """$BREAKGLASS_PORT_RANGE as (low, high), or None when unset. Sandboxes that run side by side (parallel test
+    workers, two rehearsals on one CI host) each take their own range: a port the kernel hands one of them could
+    otherwise go to the other between our check and the server's bind, and a readiness probe would then answer
+    for the wrong process."""
+    raw = os.environ.get(PORT_RANGE_ENV, "").strip()
+    if not raw:
+        return None
+    low, sep, high = raw.partition("-")
+    if sep and low.isdigit() and high.isdigit() and 1024 <= int(low) < int(high) <= 65535:
+        return int(low), int(high)
+    raise BadInput(f"${PORT_RANGE_ENV} is {raw[:40]!r}: give LOW-HIGH, two ports from 1024 to 65535, low first "
+                   f"(e.g. 20000-24999)")
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on: the kernel's choice, or one from $BREAKGLASS_PORT_RANGE."""
+    bounds = port_range()
+    if bounds is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    import random  # noqa: PLC0415 - only with a range
+
+    low, high = bounds
+    for _ in range(4 * (high - low + 1)):
+        port = random.randint(low, high)
+        if port in _handed:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed.add(port)
+        if len(_handed) > (high - low) // 2:  # a long-lived process: the oldest hand-outs are bound or gone by now
+            _handed.clear()
+        return port
+    raise Unreachable(f"no free loopback port in ${PORT_RANGE_ENV} ({low}-{high})")
 
 
 def etcd_command(binary: str, name: str, data_dir: str, client_url: str, peer_port: int) -> list[str]:
@@ -248,6 +287,7 @@ def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = N
     ``tunnel``: the webhook calls go through a real konnectivity server and agent (sandbox.tunnel); None: for
     the fail-open scenario wherever konnectivity is built."""
     directory = os.path.abspath(directory)
+    port_range()  # a $BREAKGLASS_PORT_RANGE that is not one is said before anything is made
     if node == "talos" and apiserver is not None and not built("talos-machinery"):
         raise BadInput(talos_machinery_missing())  # said before anything starts, not after the apiserver has
     if engine is not None:
