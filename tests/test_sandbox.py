@@ -124,25 +124,25 @@ def test_a_port_range_keeps_every_port_the_sandbox_takes_inside_it(tmp_path, mon
     bound is passed over."""
     import socket
 
+    # inside this test worker's own range when the suite runs on several (tests/xdist_workers.py)
+    low = int(os.environ.get("BREAKGLASS_PORT_RANGE", "20000-").split("-")[0]) + 200
     busy = socket.socket()
-    busy.bind(("127.0.0.1", 0))
-    taken = busy.getsockname()[1]
-    low = 20000 if not 20000 <= taken <= 20009 else 20100
-    monkeypatch.setenv("BREAKGLASS_PORT_RANGE", f"{low}-{low + 9}")
+    busy.bind(("127.0.0.1", low + 10))
     try:
+        monkeypatch.setenv("BREAKGLASS_PORT_RANGE", f"{low}-{low + 9}")
         got = [sandbox.free_port() for _ in range(5)]
         assert all(low <= p <= low + 9 for p in got) and len(set(got)) == 5, got
-        monkeypatch.setenv("BREAKGLASS_PORT_RANGE", f"{taken}-{taken + 1}")
-        assert sandbox.free_port() == taken + 1 or taken + 1 > 65535
+        monkeypatch.setenv("BREAKGLASS_PORT_RANGE", f"{low + 10}-{low + 11}")
+        assert sandbox.free_port() == low + 11  # the bound one is passed over
     finally:
         busy.close()
     d = str(tmp_path / "sb")
-    monkeypatch.setenv("BREAKGLASS_PORT_RANGE", f"{low}-{low + 99}")
+    monkeypatch.setenv("BREAKGLASS_PORT_RANGE", f"{low + 100}-{low + 199}")
     p = run_cli("sandbox", "up", "--dir", d, "-o", "json")
     try:
         assert p.returncode == 0, p.stderr
         port = int(json.loads(p.stdout)["result"]["endpoint"].rsplit(":", 1)[1])
-        assert low <= port <= low + 99, port
+        assert low + 100 <= port <= low + 199, port
     finally:
         run_cli("sandbox", "down", "--dir", d)
 

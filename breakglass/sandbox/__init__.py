@@ -118,7 +118,7 @@ def default_dir(state: str | None = None) -> str:
 
 
 PORT_RANGE_ENV = "BREAKGLASS_PORT_RANGE"
-_handed: set[int] = set()  # ports this process gave out from the range, not offered twice
+_handed: list[int] = []  # ports this process gave out from the range, newest last: not offered again soon
 
 
 def port_range() -> tuple[int, int] | None:
@@ -146,18 +146,20 @@ def free_port() -> int:
     import random  # noqa: PLC0415 - only with a range
 
     low, high = bounds
+    # the latest half of the range (at most 1024) is not handed out again: a port given out a moment ago may not
+    # be bound yet; older ones are bound or long gone
+    recent = set(_handed[-min((high - low + 1) // 2, 1024):])
     for _ in range(4 * (high - low + 1)):
         port = random.randint(low, high)
-        if port in _handed:
+        if port in recent:
             continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-        _handed.add(port)
-        if len(_handed) > (high - low) // 2:  # a long-lived process: the oldest hand-outs are bound or gone by now
-            _handed.clear()
+        _handed.append(port)
+        del _handed[:-1024]
         return port
     raise Unreachable(f"no free loopback port in ${PORT_RANGE_ENV} ({low}-{high})")
 
