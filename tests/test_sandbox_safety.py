@@ -345,3 +345,36 @@ def test_the_kubelet_stand_in_applies_no_manifest_others_can_write_and_starts_no
     finally:
         run_cli("sandbox", "down", "--dir", d)
         _kill_all(d)
+
+
+def test_down_gives_a_draining_process_the_second_sigterm_not_the_whole_grace_period(tmp_path):
+    """konnectivity's agent takes a first SIGTERM as the start of a drain that waits for its server, which `down`
+    stops at the same moment: the whole 30 s grace period went by before SIGKILL (every fail-open sandbox's
+    `down`). The Go convention is that a second SIGTERM means now: stop sends one, and the process exits on it,
+    neither waiting out the grace period nor being killed."""
+    from breakglass.sandbox import procs
+
+    d = str(tmp_path / "sb")
+    os.makedirs(d, mode=0o700)
+    said = tmp_path / "said"
+    script = textwrap.dedent(f"""
+        import signal, sys, time
+        seen = []
+        def on_term(*_):
+            seen.append(1)
+            open({str(said)!r}, "w").write(str(len(seen)))
+            if len(seen) == 2:
+                sys.exit(0)
+        signal.signal(signal.SIGTERM, on_term)
+        open({str(said)!r}, "w").write("0")
+        while True:
+            time.sleep(0.05)
+        # {d}/
+    """)
+    proc = procs.spawn(d, "drainer", [sys.executable, "-c", script], str(tmp_path / "drainer.log"))
+    deadline = time.monotonic() + 60
+    while not said.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert procs.stop(d, ("drainer",), seconds=300)
+    assert proc.wait(10) == 0  # its own exit on the second signal, not SIGKILL (-9)
+    assert said.read_text() == "2"

@@ -179,24 +179,44 @@ def signal_one(rec: Record, directory: str, sig: int) -> None:
             os.kill(rec.pid, sig)
 
 
+AGAIN = 2.0  # seconds after the first SIGTERM before a second one (see stop)
+
+
 def stop(directory: str, names: tuple[str, ...] | None = None, seconds: float = 30, hard: bool = False) -> bool:
-    """Stop the sandbox's live processes (all, or those ``names``): SIGTERM, then SIGKILL to any still there
-    after ``seconds`` (``hard``: SIGKILL at once, as a node losing a pod). Whole groups go too when every live
-    member is ours: what the kubelet stand-in started is in its group. True if anything was running."""
+    """Stop the sandbox's live processes (all, or those ``names``): SIGTERM, a second SIGTERM to any still there
+    after ``AGAIN`` seconds, then SIGKILL after ``seconds`` (``hard``: SIGKILL at once, as a node losing a pod).
+    The second SIGTERM is the Go servers' convention for "now": konnectivity's agent takes the first as the start
+    of a drain that waits for a server already gone, and `down` would wait out the whole grace period. Whole
+    groups go too when every live member is ours: what the kubelet stand-in started is in its group. True if
+    anything was running."""
     with interrupts_deferred():
         recs = [r for r in live(directory) if names is None or r.name in names]
         groups = _our_groups(directory, recs) if names is None else set()
-        for sig in (signal.SIGKILL,) if hard else (signal.SIGTERM, signal.SIGKILL):
+
+        def send(sig: int) -> None:
             for r in recs:
                 signal_one(r, directory, sig)
             for g in groups:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(g, sig)
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline and (any(is_ours(r, directory) for r in recs) or _alive(groups)):
+
+        def wait(until: float) -> bool:
+            while time.monotonic() < until:
+                if not any(is_ours(r, directory) for r in recs) and not _alive(groups):
+                    return True
                 time.sleep(0.05)
-            if not any(is_ours(r, directory) for r in recs) and not _alive(groups):
-                break
+            return not any(is_ours(r, directory) for r in recs) and not _alive(groups)
+
+        if not hard:
+            start = time.monotonic()
+            send(signal.SIGTERM)
+            if wait(start + min(AGAIN, seconds)):
+                return bool(recs)
+            send(signal.SIGTERM)
+            if wait(start + seconds):
+                return bool(recs)
+        send(signal.SIGKILL)
+        wait(time.monotonic() + seconds)
         return bool(recs)
 
 
