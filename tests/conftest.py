@@ -169,7 +169,8 @@ def pytest_terminal_summary(terminalreporter):
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT") or str(getattr(terminalreporter.config.option,
                                                                            "numprocesses", None) or 1)
     w(f"timing: wall {time.monotonic() - _STARTED:.0f} s for the tests on {workers} worker(s)")
-    w(f"timing: {'builds ' + builds + ' s (before the tests), ' if builds else ''}tests {tests:.0f} s: real "
+    w(f"timing: {'builds ' + builds + ' s (before the tests), ' if builds else ''}tests {tests:.0f} s summed over "
+      f"the workers: real "
       f"components {sum(real.values()):.0f} s in {len(real)} modules, the rest {tests - sum(real.values()):.0f} s "
       f"in {len(_SECONDS) - len(real)}")
     top = sorted(_SECONDS.items(), key=lambda kv: -kv[1])[:10]
