@@ -31,6 +31,11 @@ def _build(out, *extra):
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
+    """The offline bundle, breakglass.pyz, built for real by scripts/bundle.py in the module's temporary directory.
+
+    Cost: bundle.py builds the package's wheel and resolves ten targets (CPython 3.10 to 3.14, x86_64 and aarch64)
+    with `pip download` against PyPI, three at a time; the wheels stay in dist/.wheels, so a warm run only
+    resolves. The file under test is this checkout's, built as `make bundle` builds it."""
     return _build(tmp_path_factory.mktemp("dist") / "breakglass.pyz")
 
 

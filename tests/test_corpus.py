@@ -19,6 +19,11 @@ BG = os.path.join(os.path.dirname(sys.executable), "breakglass")
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(CORPUS, "score.py")), reason="no ../shared/corpus beside the clone")
 def test_the_labelled_corpus_holds_the_issues_floor():
+    """The corpus's own score.py, through the installed CLI, gives at least the issue's floor on every measure.
+
+    Cost: score.py runs `breakglass diagnose` once per incident, 249 processes one after another (each a new
+    interpreter and its imports, as a user's run is); the script is run as kept, being the one scored on the
+    incidents kept from us."""
     p = subprocess.run([sys.executable, os.path.join(CORPUS, "score.py"), "--bg", BG, "--misses",
                         os.path.join(CORPUS, "incidents.jsonl")], capture_output=True, text=True, timeout=1200)
     last = p.stdout.strip().splitlines()[-1]

@@ -126,7 +126,11 @@ def test_the_sandbox_leak_rehearsal_with_the_real_gatekeeper(tmp_path):
     """`sandbox up --engine gatekeeper --scenario fail-open`: Gatekeeper's shipped webhooks on a 1.34 sandbox,
     Gatekeeper down, and requests a user sent meanwhile. leaks names exactly those from the sandbox's audit log;
     `sandbox backend start` is Gatekeeper coming back, and --recheck then reports the ConfigMap its constraint
-    refuses."""
+    refuses.
+
+    Cost: `sandbox up` starts konnectivity's server and agent, boots kube-apiserver twice and runs Gatekeeper until
+    it denies; `backend start` runs it again until it denies; --recheck is polled until its constraint is synced;
+    the agent is killed for 2 s under traffic, then 5 more denials awaited: the real leak, through the real tunnel."""
     from tests.real_control_plane import engine_sandbox
 
     sb = engine_sandbox(tmp_path, "gatekeeper", "fail-open")

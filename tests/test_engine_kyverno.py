@@ -53,6 +53,11 @@ class Kyverno(EngineUnderTest):
 
 @pytest.fixture(scope="module")
 def kyverno(tmp_path_factory):
+    """The module's own etcd and kube-apiserver 1.34 with Kyverno installed and running, its webhook registered.
+
+    Cost: a second real etcd and kube-apiserver (about 5 s), Kyverno's install (each CRD waited for until
+    Established) and its start, waited for until its webhook for the policy is registered: once for the module,
+    on an apiserver of its own so that Kyverno's webhooks and CRDs reach no other module's tests."""
     _, apiserver_bin = binary_for("1.34")
     built = engines.binary("kyverno")
     require(built or os.path.join(engines.ROOT, "build", "kyverno", f"v{engines.versions('kyverno')[-1]}",
@@ -137,6 +142,12 @@ def test_a_patch_kyverno_undoes_is_not_verified_and_the_revert_asks_the_apiserve
 
 
 def test_a_direct_patch_is_undone_and_the_audit_gives_kyvernos_own_form(kyverno):
+    """The audit's direct patch is undone by Kyverno; its lasting form, Kyverno's ConfigMap as the text shows it,
+    is kept through Kyverno's reconciles, and with it 1.34 starts past the webhook while Kyverno is down.
+
+    Cost: a sleep until 60 s after the ConfigMap patch, so that the conditions are seen to outlive several of
+    Kyverno's 10 s watchdog reconciles; then a restart of kube-apiserver (about 5 s) with the default ServiceCIDR
+    gone, to show the bootstrap write no longer meets the webhook."""
     _running(kyverno)
     p = kyverno.cli("audit", "--kubeconfig", kyverno.kubeconfig, "-o", "json")
     assert p.returncode in (0, 3, 4, 5, 6), p.stderr.decode()  # findings have their own exit code

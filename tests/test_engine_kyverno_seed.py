@@ -46,6 +46,13 @@ def _wait(what: str, test, seconds: float = 180, logs: str = ""):
 
 
 def test_the_seed_upgrade_deadlocks_on_kyverno_and_the_etcd_way_out_heals_it(tmp_path):
+    """The seed's upgrade for real: 1.32 with Kyverno and its policy, Kyverno down, 1.34 cannot start; diagnose
+    names Kyverno's webhook, the etcd way out lets 1.34 start, Kyverno re-creates its configuration, and the revert
+    leaves Kyverno's copy.
+
+    Cost: kube-apiserver starts at 1.32 and again at 1.34, the real Kyverno twice (before the outage and after the
+    recovery), each waited for until it has registered its webhook; the 1.34 start is watched until its log shows
+    the refused bootstrap write, and then until it is ready: the upgrade's own course, not a timer."""
     _, old = binary_for("1.32")
     _, new = binary_for("1.34")
     require(engines.binary("kyverno") or os.path.join(engines.ROOT, "build", "kyverno", "missing"))
@@ -124,7 +131,11 @@ def test_the_sandbox_rehearsal_with_the_real_kyverno_from_up_to_revert(tmp_path)
     policy (its label), Kyverno is down and the 1.34 apiserver cannot finish its start. The
     rehearsal as a user walks it: diagnose names Kyverno's webhook, the engine cannot come back before the
     recovery, the etcd way out, `sandbox backend start` is Kyverno coming back (it takes over its configuration),
-    and the revert finds Kyverno's copy and leaves it."""
+    and the revert finds Kyverno's copy and leaves it.
+
+    Cost: the real Kyverno starts twice (in `sandbox up` and at `backend start`, each waited for until it refuses
+    what its policy forbids) and kube-apiserver boots twice (first boot, the deadlocked restart); the recover then
+    waits for /readyz until the deadlocked apiserver gets past its bootstrap."""
     from tests.real_control_plane import engine_sandbox
 
     sb = engine_sandbox(tmp_path, "kyverno", "deadlock")
@@ -172,7 +183,11 @@ def test_the_plugin_flag_way_out_with_the_real_kyverno_on_each_node_kind(tmp_pat
     obeys (the kubeadm static-pod manifest, or the Talos machine config through talosctl), the 1.34 apiserver
     then ready; Kyverno comes back; the revert (its guard calls Kyverno as the apiserver would, then a canary
     through the apiserver) turns them on again, and the end state is right: ready, the plugins on, Kyverno
-    enforcing its policy."""
+    enforcing its policy.
+
+    Cost: Kyverno starts at least twice (sandbox up, `backend start`; again if it exits across the revert's restart,
+    the canary then resent up to 90 s), kube-apiserver four times (first boot, deadlocked, plugins off, reverted),
+    and `revert --dry-run` runs until the guard's own call reaches Kyverno: each start is the way out at work."""
     from tests.real_control_plane import engine_sandbox
     from tests.test_real_apiserver import _talosctl
 

@@ -123,7 +123,11 @@ def _cli(args: list[str], env: dict, stdin: bytes = b"") -> subprocess.Completed
 
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory):
-    """Run every case, as text and as -o json, in parallel; results by case id."""
+    """Run every case, as text and as -o json, in parallel; results by case id.
+
+    Cost: 128 CLI processes on 8 threads; the longest are the recovers on refused targets, which wait out a restart
+    gap before exit 5 as a user's would: 60 s (recover's RETRY_SECONDS; --timeout 1 cannot shorten it), 90 s for
+    --auto (planner.RESTART_GAP). The walk is of that path: the retries, then the one error line."""
     w = tmp_path_factory.mktemp("walk")
     (w / "afile").write_text("not a directory\n")
     (w / "bad.yaml").write_text("a: [\n")
@@ -230,6 +234,10 @@ def _hinted(walk) -> list[tuple[str, list[str]]]:
 
 
 def test_every_hint_names_a_command_that_exists(walk):
+    """Every `breakglass ...` that a hint, an error's hint or an outcome's next names is a command whose --help runs.
+
+    Cost: one fresh `breakglass PATH --help` process (a new interpreter importing the CLI) per distinct command
+    the hints name, one after another: the process is what a user's paste runs."""
     import typer
 
     from breakglass.cli import app
@@ -237,6 +245,7 @@ def test_every_hint_names_a_command_that_exists(walk):
     root = typer.main.get_command(app)
     hinted = _hinted(walk)
     assert len({cid for cid, _ in hinted}) >= 10  # the walk's hints do name commands
+    paths: dict[tuple[str, ...], tuple] = {}  # each command once, with the first hint that names it
     for cid, words in hinted:
         cmd, path = root, []
         for w in words:
@@ -245,6 +254,8 @@ def test_every_hint_names_a_command_that_exists(walk):
                 break
             cmd, path = sub, path + [w]
         assert path or words[:1] == ["--help"], (cid, words)  # a command, or the root's own help
+        paths.setdefault(tuple(path), (cid, words))
+    for path, (cid, words) in paths.items():
         p = _cli([*path, "--help"], walk["env"])
         assert p.returncode == 0, (cid, words, p.stderr)
 

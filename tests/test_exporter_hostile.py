@@ -145,6 +145,11 @@ BYTES_PER_WEBHOOK = 3072
 
 
 def test_metrics_stay_small_at_three_thousand_risky_webhooks(tmp_path, keys):
+    """/metrics of `exporter --once` at 3,000 risky webhooks stays under 3 KB a webhook and 1 KB a line, and every
+    finding keeps its series and its text.
+
+    Cost: one `exporter --once` listing, auditing and rendering 1,500 configurations (3,000 webhooks, 7,500
+    findings) from the recorded apiserver, all CPU: the size is the red team's cluster, where /metrics was 58 MB."""
     srv = Recorded(answers(configurations(CONFIGS)), keys)
     try:
         kc = kubeconfig(str(tmp_path / "kubeconfig"), {"big": srv.url}, ca=keys.ca)

@@ -71,6 +71,12 @@ def _write_kubeconfig(path: str, *parts: dict) -> str:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
+    """Two real sandboxes (deadlocked; healthy, its risky webhook replaced by a safe one) and two dead contexts,
+    merged from two kubeconfig files.
+
+    Cost: two `sandbox.up`s one after the other, each booting kube-apiserver twice (first boot, then the restart
+    into its scenario), once for the module; fleet_json's audit then gives the slow context its --timeout 3. Each
+    cluster is a real apiserver, so that the fleet's findings can be compared with a single audit's."""
     from breakglass import sandbox
     from breakglass.access import kubeapi
     from tests.real_control_plane import binary_for

@@ -136,7 +136,10 @@ def _back_to_original(env, originals: dict, disk: SmallDisk) -> None:
 @pytest.mark.parametrize("files_on_the_disk", [False, True], ids=["state-dir-fills", "config-files-disk-fills"])
 def test_a_disk_that_fills_at_any_moment_of_a_recover_loses_nothing(disk, tmp_path, files_on_the_disk):
     """The red team's case, at every moment: the state directory's disk (and, second, the disk of the files being
-    edited too) fills before the run starts, while it plans, backs up, applies, verifies, or writes its report."""
+    edited too) fills before the run starts, while it plans, backs up, applies, verifies, or writes its report.
+
+    Cost: 16 fill levels (0 to 15 free pages), each three fresh CLI processes (recover, runs, revert --force): 48
+    interpreter starts, each page of slack stopping the recover at another moment."""
     seen = set()
     for pages in range(0, 16):
         disk.clear()

@@ -56,6 +56,11 @@ def _podman(*args: str, ok: bool = True, timeout: float = 300) -> subprocess.Com
 
 @pytest.fixture(scope="module")
 def image() -> str:
+    """The guard's image, built by scripts/image.sh (buildah, bases from Debian's packages) into the test store.
+
+    Cost: a whole build each run: the two Debian base file systems (build/image-base/, about 700 MB of tar) are
+    imported into the vfs store again, buildah builds both stages with no layer cache (pip fetching and building
+    the wheels, the line counter compiled), vfs copying each layer whole. The image of this checkout is tested."""
     _need(os.geteuid() == 0, "building the image's Debian bases needs root (debootstrap)")
     for tool in ("buildah", "podman", "runc", "debootstrap"):
         _need(shutil.which(tool) is not None, f"{tool} is not installed (make system-deps)")
@@ -120,7 +125,11 @@ def test_the_image_is_this_package_and_runs_as_the_chart_expects(image):
 def test_the_images_audit_reads_the_api_as_a_pod_and_says_so_without_a_token(image, chart_rbac, risky_cluster,
                                                                            tmp_path):
     """`exporter --once` in the container, with nothing but what a pod has: the token at the kubelet's path.
-    Without the token mounted: one line and exit 5, nothing printed as metrics."""
+    Without the token mounted: one line and exit 5, nothing printed as metrics.
+
+    Cost: two `podman run`s of the image on the vfs storage driver (each container's root file system a whole copy
+    of the image's) and a `breakglass audit` on the host for the expected answer: the real image, run with what a
+    pod has, is what this proves."""
     _, admin_kubeconfig = risky_cluster
     expected = _audit_json(admin_kubeconfig)
     _, _, env, mount = chart_rbac

@@ -444,7 +444,11 @@ def _ready(sandbox_dir: str, seconds: float = 120) -> dict:
 
 
 def test_k3s_real_apiserver_dropin_restart_ready_and_revert(k3s_node, standin_sshd, tmp_path):
-    """Through the CLI, as typed: recover over SSH, then revert from the journal alone."""
+    """Through the CLI, as typed: recover over SSH, then revert from the journal alone.
+
+    Cost: the real apiserver is restarted three times here (the node's own start, the recover's, the revert's),
+    each step over OpenSSH to the stand-in sshd and readiness read through the node's kubectl; 5 s of /readyz polls
+    first show the seed's deadlock. The sandbox itself is the fixture's (setup)."""
     import json
 
     from tests.conftest import run_cli

@@ -61,6 +61,12 @@ def _heal_and_check(sb) -> None:
 
 @pytest.mark.parametrize("method", ["etcd", "kubeapi", "kubeadm"])
 def test_each_remedy_makes_the_real_apiserver_ready_and_revert_restores_the_exact_state(real_sandbox, method):
+    """Each way out makes the deadlocked real apiserver ready, and the revert restores the exact state: the etcd
+    value byte for byte, the manifest, the webhook's spec, which the backend then answers.
+
+    Cost: `sandbox up` boots kube-apiserver twice (first boot, the deadlocked restart); in the kubeadm case the
+    kubelet stand-in restarts it for the change and again for the revert, each waited for until it runs the new
+    flags and is ready: the restart from the edited manifest is the way out being proven."""
     _, binary = binary_for("1.34")
     sb = real_sandbox(binary)
     sb.wait(ready=False, failing=HOOK)
@@ -366,6 +372,12 @@ def _docs(path: str) -> list:
 
 
 def test_talos_through_talosctl_makes_the_real_apiserver_ready_and_revert_restores_the_config(tmp_path):
+    """`recover talos` through talosctl (the stand-in over Talos' real machinery) makes the real apiserver ready;
+    a blind revert is refused, and through the sandbox's kubeconfig the revert restores the config key for key.
+
+    Cost: `sandbox up --node talos` (Talos' machinery generates and validates the config; kube-apiserver boots
+    twice); the recover and the revert each restart it from a config Talos' machinery patched and validated, the
+    recover waiting for /readyz, the revert's canary for the restarted apiserver; `sandbox down` is in its time."""
     from tests.conftest import run_cli
     from tests.real_control_plane import built, require
 
@@ -424,7 +436,11 @@ def test_an_apiserver_that_dies_at_start_is_one_line_with_its_log_and_leaves_not
 
 def test_talos_config_file_makes_the_real_apiserver_ready_and_revert_is_byte_identical(tmp_path):
     """The machine config as Talos' own generator wrote it (comments, talosctl's mixed indentation), edited
-    as text: the Talos stand-in restarts the real apiserver with the flag, and revert gives back every byte."""
+    as text: the Talos stand-in restarts the real apiserver with the flag, and revert gives back every byte.
+
+    Cost: `sandbox up --node talos` (Talos' machinery generates and validates the config; kube-apiserver boots
+    twice), then the Talos stand-in validates and restarts it with the edited file, waited for until ready, and
+    again with the file put back; `sandbox status` polls and `sandbox down` are CLI runs in the test's time."""
     from tests.conftest import run_cli
     from tests.real_control_plane import built, require
 

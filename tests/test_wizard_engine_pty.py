@@ -551,6 +551,12 @@ def test_a_confirmation_typed_in_the_restart_gap_is_retried(deadlocked, state):
 # -- 2. the revert guard: a typed word while the backend is down ----------------------------------------------------
 
 def test_a_revert_with_the_backend_down_needs_the_typed_word_on_resume_and_after_the_change(state):
+    """With the webhook's backend down a revert needs the typed word, right after the change and on resume; with
+    the backend back, none.
+
+    Cost: `sandbox.up` boots kube-apiserver twice (first boot, the deadlocked restart), then three wizards run in a
+    pty, each a new interpreter; the first deletes the key and waits for /readyz until the deadlocked apiserver
+    gets past its bootstrap: the wizard asks "revert now?" only after that wait."""
     d = sandbox.default_dir(state)
     sb = sandbox.up(d, apiserver=_binary())
     # the main flow: a change, then "revert now?" yes, and Enter at the typed word

@@ -211,7 +211,11 @@ def test_choices_fit_the_terminal_and_prose_wraps_at_words(state, columns):
 @pytest.mark.parametrize("node", ["kubeadm", "talos"])
 def test_local_manifest_and_talos_file_ways_in_ready_the_real_apiserver(state, node):
     """The two ways in through a file on this machine, on the real deadlocked apiserver of the sandbox: the
-    spinner with the time left, /readyz after the change, and the revert once the backend is back."""
+    spinner with the time left, /readyz after the change, and the revert once the backend is back.
+
+    Cost: `sandbox.up` boots kube-apiserver twice (first boot, the deadlocked restart), the change restarts it a
+    third time and the revert a fourth, each waited for until ready (the canary goes through the revert's restart);
+    on talos, Talos' machinery also generates the config and validates each change."""
     from tests.real_control_plane import binary_for, built, require
 
     _, binary = binary_for("1.34")
