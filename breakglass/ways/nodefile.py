@@ -144,11 +144,16 @@ echo written
 
 # What a writer killed midway (kill -9, a dropped SSH session) left beside a file: its temp file, a copy of the new
 # content with the config's tokens. Every script that touches the file (reads included, so a revert that finds the
-# file already as it was, and writes nothing, still tidies) removes those first, when it can take the directory's
-# lock at once: a writer at work holds it, and its temp file is left alone. Nothing it says reaches the output.
+# file already as it was, and writes nothing, still tidies) removes those first, under the directory's lock. It
+# waits up to 30 s for a writer at work to finish first: a dropped SSH session does not stop the node's shell,
+# which may still rename its temp file over the file, so a read before that would be stale, and a revert could call
+# "already as it was" a file about to change. (busybox's flock has no -w: there it takes the lock only if free.)
+# Nothing it says reaches the output.
 _TIDY = r"""( f={path}; d=$(dirname -- "$f"); b=$(basename -- "$f")
   [ -d "$d" ] && [ ! -L "$d" ] || exit 0
-  if command -v flock >/dev/null 2>&1; then exec 9<"$d" || exit 0; flock -n -x 9 || exit 0; fi
+  if command -v flock >/dev/null 2>&1; then
+    exec 9<"$d" || exit 0; {{ flock -w 30 -x 9 2>/dev/null || flock -n -x 9; }} || exit 0
+  fi
   for s in "$d/.$b.breakglass.tmp" "$d/.$b".breakglass.??????; do
     if [ -f "$s" ] && [ ! -L "$s" ]; then rm -f -- "$s"; fi
   done ) >/dev/null 2>&1
