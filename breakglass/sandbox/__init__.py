@@ -143,9 +143,13 @@ def free_port() -> int:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             return s.getsockname()[1]
+    return port_between(*bounds)
+
+
+def port_between(low: int, high: int) -> int:
+    """A free loopback port from low to high (inclusive), not one this process gave out a moment ago."""
     import random  # noqa: PLC0415 - only with a range
 
-    low, high = bounds
     # the latest half of the range (at most 1024) is not handed out again: a port given out a moment ago may not
     # be bound yet; older ones are bound or long gone
     recent = set(_handed[-min((high - low + 1) // 2, 1024):])
@@ -161,7 +165,7 @@ def free_port() -> int:
         _handed.append(port)
         del _handed[:-1024]
         return port
-    raise Unreachable(f"no free loopback port in ${PORT_RANGE_ENV} ({low}-{high})")
+    raise Unreachable(f"no free loopback port between {low} and {high}")
 
 
 def etcd_command(binary: str, name: str, data_dir: str, client_url: str, peer_port: int) -> list[str]:

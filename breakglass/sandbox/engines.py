@@ -317,22 +317,9 @@ def low_port() -> int:
     """A free loopback port below the ephemeral range: konnectivity refuses an ephemeral one for each of its
     ports ("please do not try to use ephemeral port …"). With $BREAKGLASS_PORT_RANGE, one from that range (which
     the sandbox's documentation asks to be below the ephemeral range)."""
-    import random  # noqa: PLC0415
-    import socket  # noqa: PLC0415
+    from breakglass.sandbox import port_between, port_range  # noqa: PLC0415 - the package imports its siblings
 
-    from breakglass.sandbox import free_port, port_range  # noqa: PLC0415 - the package imports its siblings
-
-    if port_range() is not None:
-        return free_port()
-    for _ in range(200):
-        port = random.randint(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise Unreachable("no free loopback port between 20000 and 32000")
+    return port_between(*(port_range() or (20000, 32000)))
 
 
 def konnectivity_server(directory: str, uds: str, cert: str, key: str, agent_port: int,
