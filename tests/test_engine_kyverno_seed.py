@@ -235,7 +235,7 @@ def test_sandbox_up_with_an_engine_refuses_what_it_cannot_rehearse_before_anythi
     env = {"BREAKGLASS_STATE_DIR": str(tmp_path / "state"), "KUBECONFIG": ""}
     for args, said in ((["--engine", "kyverno"], "--engine needs --apiserver"),
                        (["--apiserver", "/bin/true", "--engine", "gatekeeper", "--scenario", "deadlock"],
-                        "--engine gatekeeper rehearses fail-open or healthy, not deadlock"),
+                        "--engine gatekeeper rehearses fail-open, policy-deadlock, healthy, not deadlock"),
                        (["--engine", "kyvern"], "kyvern")):
         p = run_cli("sandbox", "up", "--dir", d, *args, env=env, timeout=60)
         err = p.stderr.decode()

@@ -53,11 +53,13 @@ class Api:
     def _raw_get(self, path: str) -> tuple[int, bytes]:
         return self._raw("GET", path)
 
-    def _raw(self, method: str, path: str, body=None, content_type: str = "application/json") -> tuple[int, bytes]:
-        """``body`` is a JSON-able object (the client serialises it; a JSON patch must be a list)."""
+    def _raw(self, method: str, path: str, body=None, content_type: str = "application/json",
+             extra: dict | None = None) -> tuple[int, bytes]:
+        """``body`` is a JSON-able object (the client serialises it; a JSON patch must be a list). ``extra``:
+        more request headers (Impersonate-User)."""
         from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", **(extra or {})}
         if body is not None:
             headers["Content-Type"] = content_type
         c = self.client
@@ -76,7 +78,7 @@ class Api:
             return int(e.status or 0), data
 
     def request(self, method: str, path: str, obj=None, content_type: str = "application/json",
-                query: str = "", forbidden_returns: bool = False) -> tuple[int, dict]:
+                query: str = "", forbidden_returns: bool = False, headers: dict | None = None) -> tuple[int, dict]:
         """A JSON request; 401/403 and transport failures raise Unreachable, other statuses are returned.
         ``forbidden_returns``: a 403 is returned too, for a write whose refusal may come from admission (a
         webhook's denial carries the code the webhook chose, 403 for controller-runtime's) rather than RBAC."""
@@ -85,7 +87,7 @@ class Api:
         import urllib3  # noqa: PLC0415
 
         try:
-            status, data = self._raw(method, path + (f"?{query}" if query else ""), obj, content_type)
+            status, data = self._raw(method, path + (f"?{query}" if query else ""), obj, content_type, headers)
         except urllib3.exceptions.MaxRetryError as e:
             raise Unreachable(f"apiserver {self.host}: {_reason(e.reason)}") from None
         except (urllib3.exceptions.HTTPError, OSError) as e:

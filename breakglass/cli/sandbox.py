@@ -31,6 +31,7 @@ SandboxDirOpt = Annotated[Optional[str], typer.Option(
 class Scenario(str, enum.Enum):
     deadlock = "deadlock"
     fail_open = "fail-open"
+    policy_deadlock = "policy-deadlock"
     healthy = "healthy"
 
 
@@ -52,7 +53,8 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
                    show_default=False)] = None,
                scenario: Annotated[Scenario, typer.Option(
                    help="With --apiserver: deadlock (the Talos/Kyverno upgrade outage; 1.33+ never becomes ready), "
-                        "fail-open (Gatekeeper-shaped, requests leak), or healthy.")] = Scenario.deadlock,
+                        "fail-open (Gatekeeper-shaped, requests leak), policy-deadlock (the same upgrade locked "
+                        "by a fail-closed ValidatingAdmissionPolicy, no webhook in it), or healthy.")] = Scenario.deadlock,
                node: Annotated[NodeKind, typer.Option(
                    help="With --apiserver: what the node's apiserver obeys: kubeadm (a static-pod manifest) or talos "
                         "(a machine config made by Talos' own generator; needs `make go-components`).")
@@ -60,7 +62,8 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
                engine: Annotated[Optional[EngineName], typer.Option(
                    "--engine", help="With --apiserver: the scenario's webhooks are this real engine's own (built by "
                                     "`make go-components`): kyverno for deadlock or healthy, gatekeeper for "
-                                    "fail-open or healthy. Its backend is then the engine itself.",
+                                    "fail-open, policy-deadlock (it generates the policy) or healthy. Its backend "
+                                    "is then the engine itself.",
                    show_default=False)] = None,
                tunnel: Annotated[Optional[bool], typer.Option(
                    "--tunnel/--no-tunnel", help="With --apiserver: the webhook calls go through a real konnectivity "
@@ -88,6 +91,8 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
       breakglass sandbox up --apiserver ./kube-apiserver --engine kyverno
 
       breakglass sandbox up --apiserver ./kube-apiserver --engine gatekeeper --scenario fail-open
+
+      breakglass sandbox up --apiserver ./kube-apiserver --engine gatekeeper --scenario policy-deadlock
 
       breakglass webhooks $(breakglass sandbox up -o json | jq -r .result.flags)
     """
@@ -284,9 +289,15 @@ def _render_sandbox(st: dict) -> str:
         out += [f"REHEARSAL: kube-apiserver {api['version']}, scenario {api['scenario']}, {api['node']} node",
                 f"  apiserver: {api['url']} {'READY' if api['ready'] else 'NOT READY'}"]
         out += [f"    failing: {c}" for c in api["failing"]]
+        policy_only = api["scenario"] == "policy-deadlock"
         backend = (f"{api['engine']} (the real engine)" if api.get("engine") else
                    f"stand-in, {api['webhook_url']}")
-        out.append(f"  webhook backend: {'up' if api['backend_running'] else 'down'} ({backend})")
+        if policy_only:  # the lock is an admission policy inside the apiserver: no backend of its own
+            out.append("  the lock: a fail-closed ValidatingAdmissionPolicy in the apiserver (no backend to wait for)"
+                       + (f"; {api['engine']}, which generated it: "
+                          f"{'up' if api['backend_running'] else 'down'}" if api.get("engine") else ""))
+        else:
+            out.append(f"  webhook backend: {'up' if api['backend_running'] else 'down'} ({backend})")
         t = api.get("tunnel")
         if t:
             out.append(f"  tunnel: konnectivity server {'up' if t['server_running'] else 'DOWN'}, agent "
@@ -295,9 +306,12 @@ def _render_sandbox(st: dict) -> str:
     out += [f"  {k}: {v}" for k, v in st["files"].items()]
     out.append("next:")
     out.append("  breakglass wizard                  (all of it, step by step; way in: sandbox)")
-    out.append(f"  breakglass diagnose {st['files'].get('apiserver_log', '')}")
+    logs = [st["files"].get("apiserver_log", "")]
+    if api and api["scenario"] == "policy-deadlock":  # a policy's refusal is only in the audit log
+        logs.append(st["files"].get("audit_log", ""))
+    out.append(f"  breakglass diagnose {' '.join(x for x in logs if x)}")
     out.append(f"  breakglass audit {st['flags']}")
-    if api:
+    if api and (api["scenario"] != "policy-deadlock" or api.get("engine")):
         out.append("  breakglass sandbox backend start   (the policy engine is back"
                    + (f": {api['engine']} itself)" if api.get("engine") else ")"))
         if api.get("tunnel"):

@@ -146,13 +146,19 @@ def _recover(r: dict, code: int) -> Outcome:
         out.not_verified.append(r["error"])
     if out.changed and r.get("run"):
         backends = r.get("backends") or {}
-        down = [b for b in backends.get("backends") or [] if b.get("ready") is not True]
+        down = [b for b in backends.get("backends") or [] if b.get("ready") is not True and not b.get("policy")]
         # what to repair first, as the guard sees it; the dry run asks the backend again the same way
         out.next = [f"breakglass revert {r['run']} --dry-run   (asks the backend again as the apiserver would)"] \
             if down else []
-        out.next.append(f"breakglass revert {r['run']}   (once the webhook's backend "
-                        + ("answers: " + "; ".join(b.get("detail", "") for b in down) + ")" if down else
-                           "is healthy again)"))
+        # an admission policy has no backend to wait for: what makes a revert safe is the policy's own fix
+        policies = all("AdmissionPolicy" in str(s.get("summary", "")) for s in steps if s.get("status"))
+        if policies and not down:
+            out.next.append(f"breakglass revert {r['run']}   (once the policy skips the apiserver's own writes: "
+                            f"`breakglass audit --verbose` gives the fix; the revert asks the apiserver first)")
+        else:
+            out.next.append(f"breakglass revert {r['run']}   (once the webhook's backend "
+                            + ("answers: " + "; ".join(b.get("detail", "") for b in down) + ")" if down else
+                               "is healthy again)"))
     if edited and r.get("run"):  # apply the file, check /readyz; then, once the backend is healthy, revert
         out.next = _apply_edited(edited, r["run"])
     return out
@@ -203,7 +209,10 @@ def _revert(r: dict, code: int) -> Outcome:
         out.read.append(guard["off_for"]["line"])
     if guard.get("rearms") and out.changed:  # what the webhooks this revert put back in the path can do now
         seen = "; ".join(guard.get("lines") or [])
-        if guard.get("state") == "ready" and guard.get("nothing_armed") and not guard.get("backends"):
+        policies = bool(guard.get("backends")) and all(b.get("policy") for b in guard.get("backends") or [])
+        if policies and guard.get("state") == "ready":  # no backend: the apiserver's own dry runs said so
+            out.verified.append(f"the admission policies put back let the apiserver's writes through: {seen}")
+        elif guard.get("state") == "ready" and guard.get("nothing_armed") and not guard.get("backends"):
             out.verified.append(guard["nothing_armed"])  # no backend to call: none is said to be "ready"
         elif guard.get("state") == "ready":
             out.verified.append(f"re-armed webhooks' backends ready: {seen}")

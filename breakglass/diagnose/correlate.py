@@ -251,6 +251,10 @@ class Correlator:
     def _on_policy_denied(self, ev: Event) -> None:
         acc = self._acc(("policy", ev.policy, ev.binding), "policy")
         acc.policy, acc.binding = ev.policy, ev.binding
+        if ev.webhook_type:
+            acc.types.add(ev.webhook_type)
+        if ev.cause is not None and acc.cause is None:  # the policy could not be evaluated (failed closed)
+            acc.cause = ev.cause
         acc.add(ev, EVIDENCE_HEAD)
         self._tie(ev, acc)
 
@@ -321,7 +325,7 @@ class Correlator:
         acc.obj = acc.obj or ev.obj
         acc.hook = ev.obj.hook
         if what == "ok":
-            acc.success = True
+            acc.success = ev.record.source  # which log saw it: a later start in that log is judged on its own
             return
         acc.kind = "boot-failure" if what == "failure" or acc.kind == "boot-failure" else acc.kind
         acc.add(ev, EVIDENCE_HEAD)
@@ -368,8 +372,12 @@ class Correlator:
         They are kept apart (superseded) so a restart minutes later is judged on its own lines: two normal
         starts are not one hook failing for minutes, and a start that is stuck now is stuck on what it logs."""
         self.matched -= 1  # bookkeeping, not an event about a problem
+        here = ev.record.source
         for key, acc in list(self.accs.items()):
-            if acc.kind in ("readyz", "not-ready") and acc.last is not None and acc.last.source == ev.record.source \
+            # a bootstrap write an earlier start made (or failed) says nothing of this start's: a 1.32 boot that
+            # created its ServiceCIDR, then a restart whose create is refused, is stuck now
+            boot = acc.kind.startswith("boot-") and (acc.success == here or (acc.last and acc.last.source == here))
+            if (boot or acc.kind in ("readyz", "not-ready") and acc.last is not None and acc.last.source == here) \
                     and not acc.superseded:
                 acc.superseded = True
                 del self.accs[key]

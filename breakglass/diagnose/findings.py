@@ -505,18 +505,33 @@ class Builder:
             extra = dict(mode="deny", cause_class="rejected", cause=why[:300])
         else:
             family = "policy-rejects-bootstrap"
-            who = f"ValidatingAdmissionPolicy '{a.policy}'" + (f" (binding '{a.binding}')" if a.binding else "")
-            title = f"{who} denies objects the apiserver must create"
-            explanation = f"{who} denies: {_prose(_top(a.details) or '', 600)}"
-            advice = ("CEL policies are not switched off with the webhook plugins: disable the "
-                      "ValidatingAdmissionPolicy plugin or delete the binding")
+            kind = policy_kind(a.types)
+            who = f"{kind} '{a.policy}'" + (f" (binding '{a.binding}')" if a.binding else "")
+            broken = a.cause is not None and a.cause.cls == "policy-config"
+            title = (f"{who} cannot be evaluated and fails closed on objects the apiserver must create" if broken
+                     else f"{who} denies objects the apiserver must create")
+            explanation = (f"{who} could not be evaluated, and its failurePolicy Fail refuses the request: "
+                           if broken else f"{who} denies: ") + _prose(_top(a.details) or '', 600)
+            advice = (f"admission policies are not switched off with the webhook plugins: delete the binding (API or "
+                      f"etcd), or disable the {kind} plugin; then add matchConditions that skip the apiserver's own "
+                      f"writes where the policy's owner keeps them")
+            note = vendors.policy_hint(a.policy)
+            if note:
+                advice += f". {note}"
             severity = CRITICAL if deadlock else ERROR
-            extra = dict(mode="deny", cause_class="rejected", cause=(_top(a.details) or "")[:300],
-                         policy=a.policy, binding=a.binding)
+            extra = dict(mode="deny", cause_class="policy-config" if broken else "rejected",
+                         cause=(_top(a.details) or "")[:300], policy=a.policy, binding=a.binding,
+                         webhook_type="mutating" if kind.startswith("Mutating") else "validating")
         if blocked:
+            explanation = explanation.rstrip()
+            explanation += "" if explanation.endswith((".", "!", "?")) else "."
             explanation += f" It blocks {what}, which the apiserver writes itself at start"
             explanation += f" (post-start hook {', '.join(hooks)})."
-            if deadlock:
+            if deadlock and a.kind == "policy":
+                explanation += (" Until that write succeeds the apiserver never becomes ready. The policy runs inside"
+                                " the apiserver: no backend comes back, and restarting the apiserver or whatever "
+                                "generated the policy changes nothing: a bootstrap deadlock.")
+            elif deadlock:
                 explanation += (" Until that write succeeds the apiserver never becomes ready, and the webhook's own"
                                 " pods cannot be scheduled or reached without it: a bootstrap deadlock.")
             if link == "time":
@@ -942,8 +957,11 @@ def _stuck_text(lead: Finding) -> str:
                "The lines do not say why; the hook's own error is in the apiserver's log before them. ")
             + "To tell whether a webhook is in it: `breakglass webhooks` (what could intercept the hook's writes), "
               "`breakglass audit` (which of them fail closed on them), etcd's health (`etcdctl endpoint status "
-              "--write-out=table`, `etcdctl endpoint health`), and the apiserver's log from its start. No webhook "
-              "way out is offered for it.")
+              "--write-out=table`, `etcdctl endpoint health`), and the apiserver's log from its start. An admission "
+              "policy (ValidatingAdmissionPolicy, MutatingAdmissionPolicy) that refuses the hook's write leaves no "
+              "line in this log: the apiserver's audit log names it (give it to `breakglass diagnose` beside this "
+              "log), and `breakglass audit` lists the policies that fail closed on such writes. No webhook way out "
+              "is offered for it.")
     return text
 
 
@@ -956,6 +974,24 @@ def _proof_text(lead: Finding) -> str:
 
 
 _FAMILY_RANK = {BOOTSTRAP: 0, SELF_DEPENDENCY: 1, NODE_LEASE: 2, CONVERSION: 3}
+
+
+def policy_kind(types) -> str:
+    """Which kind of admission policy the lines show: mutating only when every line said so."""
+    return "MutatingAdmissionPolicy" if set(types) == {"mutating"} else "ValidatingAdmissionPolicy"
+
+
+def _policy_text(lead: Finding) -> str:
+    kind = "MutatingAdmissionPolicy" if lead.webhook_type == "mutating" else "ValidatingAdmissionPolicy"
+    who = f"{kind} '{lead.policy}'" + (f" (binding '{lead.binding}')" if lead.binding else "")
+    how = ("cannot be evaluated and fails closed" if lead.cause_class == "policy-config" else "denies the request")
+    return (f"{who} {how} when kube-apiserver writes {', '.join(lead.blocked)}, which it must write before it "
+            f"becomes ready. An admission policy runs inside the apiserver: there is no backend to come back, and "
+            f"restarting the apiserver, or the engine that generated the policy, changes nothing, so this will not "
+            f"heal by itself. Get past it (remedies below, least invasive first): delete the binding, through the "
+            f"API or from etcd after a backup, or switch the {kind} plugin off on every control-plane node; let the "
+            f"apiserver start; make the policy skip the apiserver's own writes (matchConditions, where its owner "
+            f"keeps them); then revert. Runbook: docs/runbooks/policy-lockout.md.")
 
 
 def _verdict(findings: list[Finding]) -> Verdict:
@@ -990,15 +1026,18 @@ def _verdict(findings: list[Finding]) -> Verdict:
         lead = next((f for f in crit if f.bootstrap_deadlock), crit[0])
         if lead.bootstrap_deadlock:
             headline = "BOOTSTRAP DEADLOCK: the apiserver cannot finish starting"
-            who = f'webhook "{lead.webhook}"' if lead.webhook else f"policy '{lead.policy}'"
-            cfg = f" (configuration {lead.configuration}, {lead.configuration_source})" if lead.configuration else ""
-            how = f"fails closed ({lead.cause})" if lead.mode == "closed" else "denies the request"
-            text = (f"{who}{cfg} {how} when kube-apiserver writes {', '.join(lead.blocked)}, which it must "
-                    f"write before it becomes ready. The webhook's "
-                    f"backend needs a ready apiserver to come back, so this will not heal by itself. Bypass it on "
-                    f"every control-plane node (remedies below, least invasive first), let the apiserver start, "
-                    f"repair the webhook, add matchConditions that keep bootstrap objects away from it, then "
-                    f"revert the bypass.")
+            if lead.policy and not lead.webhook:
+                text = _policy_text(lead)
+            else:
+                who = f'webhook "{lead.webhook}"'
+                cfg = f" (configuration {lead.configuration}, {lead.configuration_source})" if lead.configuration else ""
+                how = f"fails closed ({lead.cause})" if lead.mode == "closed" else "denies the request"
+                text = (f"{who}{cfg} {how} when kube-apiserver writes {', '.join(lead.blocked)}, which it must "
+                        f"write before it becomes ready. The webhook's "
+                        f"backend needs a ready apiserver to come back, so this will not heal by itself. Bypass it on "
+                        f"every control-plane node (remedies below, least invasive first), let the apiserver start, "
+                        f"repair the webhook, add matchConditions that keep bootstrap objects away from it, then "
+                        f"revert the bypass.")
         elif not (lead.webhook or lead.policy) and not any(f.webhook or f.policy for f in findings):
             return Verdict(STUCK, "STUCK: the apiserver cannot finish starting; no line ties it to a webhook",
                            _stuck_text(lead), True)
@@ -1006,6 +1045,12 @@ def _verdict(findings: list[Finding]) -> Verdict:
             headline = "STUCK: the apiserver cannot finish starting"
             text = lead.explanation
         return Verdict(DEADLOCKED, headline, text, True, lead.deadlock, lead.cycle, lead.proof)
+    if err and all(f.family in ("bootstrap-stuck", "admission-not-ready") for f in err) and not any(
+            f.webhook or f.policy or f.service for f in findings):
+        # a bootstrap write that keeps failing, no webhook anywhere: the start is what is stuck, not "admission"
+        lead = max(err, key=lambda f: f.count)
+        return Verdict(STUCK, "STUCK: the apiserver cannot finish starting; no line ties it to a webhook",
+                       _stuck_text(lead), True)
     if err:
         # a webhook whose name a paste cut off is named by its Service
         names = sorted({f.webhook or f"{f.service} (name not in the lines)" for f in err if f.webhook or f.service})

@@ -18,23 +18,31 @@ PLUGIN_BY_TYPE = {
     "validating": "ValidatingAdmissionWebhook",
     "mutating": "MutatingAdmissionWebhook",
 }
+POLICY_PLUGIN_BY_TYPE = {"validating": "ValidatingAdmissionPolicy", "mutating": "MutatingAdmissionPolicy"}
 ETCD_PREFIX = {
     "validating": "/registry/validatingwebhookconfigurations/",
     "mutating": "/registry/mutatingwebhookconfigurations/",
     "vapbinding": "/registry/validatingadmissionpolicybindings/",
+    "mapbinding": "/registry/mutatingadmissionpolicybindings/",
+    "vap": "/registry/validatingadmissionpolicies/",
+    "map": "/registry/mutatingadmissionpolicies/",
 }
+KUBECTL_RESOURCE = {"validating": "validatingwebhookconfiguration", "mutating": "mutatingwebhookconfiguration",
+                    "vapbinding": "validatingadmissionpolicybinding", "mapbinding": "mutatingadmissionpolicybinding",
+                    "vap": "validatingadmissionpolicy", "map": "mutatingadmissionpolicy"}
 
 
 def _plugins(findings: list[Finding]) -> list[str]:
     plugins: set[str] = set()
     for f in findings:
         if f.policy:
-            plugins.add("ValidatingAdmissionPolicy")
+            plugins.add(POLICY_PLUGIN_BY_TYPE.get(f.webhook_type or "", "ValidatingAdmissionPolicy"))
         elif f.webhook_type in PLUGIN_BY_TYPE:
             plugins.add(PLUGIN_BY_TYPE[f.webhook_type])
         elif f.webhook:  # the log did not say which kind: both webhook plugins
             plugins |= {"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"}
-    order = ["MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook"]
+    order = ["MutatingAdmissionPolicy", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy",
+             "ValidatingAdmissionWebhook"]  # the apiserver's own order (RecommendedPluginOrder)
     return [p for p in order if p in plugins]
 
 
@@ -43,7 +51,13 @@ def _targets(findings: list[Finding]) -> list[dict]:
     seen: set[tuple] = set()
     for f in findings:
         if f.policy:
-            kind, name, source = "vapbinding", f.binding, "log"
+            # the line names the binding it refused through; one that names none (a policy that cannot be
+            # configured refuses before any binding) leaves the policy itself as the handle
+            mutating = f.webhook_type == "mutating"
+            if f.binding:
+                kind, name, source = ("mapbinding" if mutating else "vapbinding"), f.binding, "log"
+            else:
+                kind, name, source = ("map" if mutating else "vap"), f.policy, "log"
         else:
             kind = f.webhook_type or "validating"
             name, source = f.configuration, f.configuration_source
@@ -52,6 +66,7 @@ def _targets(findings: list[Finding]) -> list[dict]:
             continue
         seen.add(key)
         out.append({"kind": kind, "configuration": name, "configuration_source": source, "webhook": f.webhook,
+                    "policy": f.policy,
                     "etcd_key": (ETCD_PREFIX[kind] + name) if name and kind in ETCD_PREFIX else None})
     return out
 
@@ -150,8 +165,7 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
 
     kube_manual = _family_manual(culprits, targets)
     for t in targets:
-        resource = {"validating": "validatingwebhookconfiguration", "mutating": "mutatingwebhookconfiguration",
-                    "vapbinding": "validatingadmissionpolicybinding"}[t["kind"]]
+        resource = KUBECTL_RESOURCE[t["kind"]]
         if t["configuration"]:
             name = shlex.quote(t["configuration"])  # it came from a log: quoted, it cannot become a command
             kube_manual.append(f"kubectl get {resource} {name} -o yaml > {shlex.quote('backup-' + t['configuration'] + '.yaml')}")
@@ -167,18 +181,30 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
                    "served by the API nor kept in etcd: `breakglass recover static-manifests` sets it to Ignore in "
                    "that file on each node (the apiserver reloads the directory), or use the admission-plugin flag."
                    if static else "")
+    # admission policies only: no backend, no failurePolicy to flip from outside; their bindings are the handle
+    policies = all(f.policy and not f.webhook for f in culprits)
+    noun = "policy" if policies else "webhook"
+    direct = (" (point kubeconfig at one control-plane node directly: a not-ready apiserver still serves, but load "
+              "balancers drop it)." if stuck else ".")
+    if policies:
+        kube_summary = ("Delete the policy's binding (or, when the lines name none, the policy) through the "
+                        "apiserver: admission configurations (webhook "
+                        "configurations, policies and their bindings) are never themselves subject to admission, "
+                        "so this works whenever the apiserver answers at all" + direct)
+    else:
+        kube_summary = (("Exclude what the webhook must not block (its backend's namespace; Leases and Nodes) "
+                         "through the apiserver first: often enough, and the webhook keeps guarding the rest. Else p"
+                         if any(f.deadlock in (SELF_DEPENDENCY, NODE_LEASE) for f in culprits) else "P") +
+                        "atch failurePolicy to Ignore, or delete the configuration, through the apiserver. Webhook "
+                        "configurations are never themselves sent to webhooks, so this works whenever the "
+                        "apiserver answers at all" + direct + static_note)
     opts.append(RemedyOption(
         method="kubeapi", order=1,
         applicable="no" if fatal or static else ("maybe" if stuck else "yes"),
-        summary=(("Exclude what the webhook must not block (its backend's namespace; Leases and Nodes) through "
-                  "the apiserver first: often enough, and the webhook keeps guarding the rest. Else p"
-                  if any(f.deadlock in (SELF_DEPENDENCY, NODE_LEASE) for f in culprits) else "P") +
-                 "atch failurePolicy to Ignore, or delete the configuration, through the apiserver. Webhook "
-                 "configurations are never themselves sent to webhooks, so this works whenever the apiserver "
-                 "answers at all" + (" (point kubeconfig at one control-plane node directly: a not-ready "
-                                     "apiserver still serves, but load balancers drop it)." if stuck else ".")
-                 + static_note),
-        tradeoff="Least invasive and audited; an operator (Kyverno, Gatekeeper) may recreate the configuration.",
+        summary=kube_summary,
+        tradeoff=("Least invasive and audited; whatever generated the policy (Gatekeeper from a ConstraintTemplate) "
+                  "re-creates the binding while it runs." if policies else
+                  "Least invasive and audited; an operator (Kyverno, Gatekeeper) may recreate the configuration."),
         targets=targets, manual=kube_manual))
 
     if static:
@@ -197,7 +223,7 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
     opts.append(RemedyOption(
         method="talos", order=2, applicable="yes" if stuck else "maybe",
         summary=f"Talos: add disable-admission-plugins={flag} to the kube-apiserver extraArgs on every "
-                f"control-plane node, wait for the apiserver, fix the webhook, then remove it.",
+                f"control-plane node, wait for the apiserver, fix the {noun}, then remove it.",
         tradeoff=f"Switches off every {' and '.join(plugins)} cluster-wide until reverted: a security gap.",
         plugins=plugins,
         manual=[f"talosctl -n <every control-plane node> patch machineconfig --mode=no-reboot -p '{talos_patch}'",
@@ -222,8 +248,8 @@ def options(findings: list[Finding]) -> list[RemedyOption]:
     opts.append(RemedyOption(
         method="etcd", order=4,
         applicable="no" if static else ("yes" if stuck and named else ("maybe" if stuck else "no")),
-        summary="Delete the configuration's key from etcd after a verified backup; the apiserver's watch drops "
-                "the webhook at once, without a restart." + static_note,
+        summary=f"Delete the {'binding' if policies else 'configuration'}'s key from etcd after a verified backup; "
+                f"the apiserver's watch drops the {noun} at once, without a restart." + static_note,
         tradeoff="Surgical (only the culprit goes), but bypasses the apiserver and its audit log; an operator "
                  "may recreate the configuration.",
         targets=named, manual=etcd_manual + _unplaced(targets)))

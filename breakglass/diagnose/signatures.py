@@ -25,7 +25,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"ebhook",  # Webhook / webhook: every webhook call, denial, fail-open line
     # a webhook Service's URL, the rest of a call's error whose name a paste cut off (NAMELESS_CALL)
     b".svc:", b".svc/",
-    b"AdmissionPolicy",
+    b"AdmissionPolicy", b"denied request",
     b"PostStartHook", b"poststarthook",
     b"not yet ready to handle",
     b"ServiceCIDR",
@@ -201,9 +201,20 @@ NAMELESS_CALL = Guarded(re.compile(r"failed\s*to\s*call\s*webhook:\s*(?P<err>.*)
                                    r"|(?P<url>https://[a-z0-9][-a-z0-9]{0,62}\.[a-z0-9][-a-z0-9]{0,62}\.svc"
                                    r"(?:\.[\w.-]{1,200})?(?::\d{1,5})?(?!/apis?/)(?:/[^?\s\"]{0,300})?\?timeout=\d+s)"
                                    r"\"?:?\s*(?P<cause>.*)$", re.S), "call", "timeout=")
-POLICY_DENIED = Guarded(re.compile(r"(?P<kind>Validating|Mutating)AdmissionPolicy\s*'(?P<policy>[^']+)'"
-                                   r"(?:\s*with\s*binding\s*'(?P<binding>[^']+)')?\s*denied\s*request:?\s*(?P<msg>.*)$",
-                                   re.S), "AdmissionPolicy")
+# An admission policy's refusal (shared reference §1.2). ValidatingAdmissionPolicy names itself; the generic policy
+# dispatcher that MutatingAdmissionPolicy uses says only `policy 'NAME' with binding 'B' denied request: …` or
+# `policy "NAME" denied request: …` (k8s.io/apiserver policy/generic PolicyError), so those are mutating.
+POLICY_DENIED = Guarded(re.compile(r"(?:(?P<kind>Validating|Mutating)AdmissionPolicy\s*'(?P<policy>[^']{1,253})'"
+                                   r"|(?<![\w-])policy\s*(?:'(?P<policy2>[^']{1,253})'|\"(?P<policy3>[^\"]{1,253})\"))"
+                                   r"(?:\s*with\s*binding\s*'(?P<binding>[^']{1,253})')?\s*denied\s*request:?\s*(?P<msg>.*)$",
+                                   re.S), "AdmissionPolicy", "denied")
+# An admission policy that could not be evaluated: with failurePolicy Fail the request is refused with this in the
+# policy's message (policy/validating and policy/generic dispatchers: a paramKind not yet synced or not known, a
+# param missing, a binding that cannot match). Nothing answered "no": the policy is broken, or not ready yet.
+POLICY_CONFIG_ERROR = re.compile(r"failed\s*to\s*configure\s*(?:policy|binding)|paramKind\s*kind\s*`"
+                                 r"|failed\s*to\s*find\s*REST\s*mapping|unrecognized\s*failure\s*policy")
+# audit annotations logs.formats appends to an audit event's message (`KEY=VALUE` of the webhook invocations)
+_AUDIT_NOTES = re.compile(r"\s[\w.-]*webhook\.admission\.k8s\.io/\S*=")
 # A CRD's conversion webhook (apiextensions-apiserver's webhook converter): `conversion webhook for
 # GROUP/VERSION, Kind=KIND failed: Post "https://…": …` in the apiserver's cacher, the namespace and garbage
 # collectors and every client reading the resource. Not an admission webhook: the admission flags do not touch it.
@@ -515,8 +526,16 @@ def _denied_target(before: str) -> str | None:
     return f'{t["verb2"]} an object'
 
 
+# An audit event as logs.formats renders it: `audit VERB RESOURCE "NAME" [namespace=NS] user=USER code=…`
+_AUDIT_USER = re.compile(r'audit\s\S*\s\S*\s"[^"]{0,253}"(?:\snamespace=\S{1,63})?\suser=(?P<user>\S{0,300})\s')
+
+
 def _boot_context(msg: str) -> tuple[bootstrap.BlockedObject | None, str | None]:
-    """The bootstrap object or hook a composite error line names, if any."""
+    """The bootstrap object or hook a composite error line names, if any. An audit event says who wrote: an
+    object of a bootstrap kind written by anyone but the apiserver (a user's ClusterRole) is not its bootstrap."""
+    u = _AUDIT_USER.match(msg)
+    if u and u["user"] not in ("", "system:apiserver"):
+        return None, None
     m = HOOK_FATAL.search(msg)
     hook = m["hook"] if m else None
     for pat, kind_name, what in _BOOT:
@@ -626,8 +645,13 @@ def classify(rec: LogRecord) -> list[Event]:
         events.append(Event("webhook-panic", rec, webhook=m["hook"], mode="open", detail=m["err"][:2000]))
     m = POLICY_DENIED.search(msg)
     if m:
-        events.append(Event("policy-denied", rec, policy=m["policy"], binding=m["binding"],
-                            webhook_type=m["kind"].lower(), detail=m["msg"][:2000]))
+        detail = m["msg"][:2000]
+        notes = _AUDIT_NOTES.search(detail)
+        detail = detail[:notes.start()] if notes else detail
+        events.append(Event("policy-denied", rec, policy=m["policy"] or m["policy2"] or m["policy3"],
+                            binding=m["binding"], webhook_type=(m["kind"] or "Mutating").lower(), detail=detail,
+                            cause=causes.Cause("policy-config", detail[:300]) if POLICY_CONFIG_ERROR.search(detail)
+                            else None))
 
     # Tie webhook and policy events to the bootstrap object the same line names.
     if events:

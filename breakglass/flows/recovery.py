@@ -392,6 +392,12 @@ def _guard_reading(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, 
         hooks = revert_guard.hooks_from_cluster_configs(cluster) if cluster is not None else []
     journaled = revert_guard.hooks_journaled(run)
     verdict = revert_guard.check(hooks or journaled, reader_etcd, api)
+    # admission policies have no backend: the apiserver itself is asked whether what comes back refuses its writes
+    policies = revert_guard.policies_from_backups(run, st) if st.method in _REARMS_FROM_BACKUPS else []
+    trials = revert_guard.try_policies(policies, api)
+    verdict.backends += trials
+    if trials and not hooks:
+        verdict.unchecked = ""
     verdict.read_through = found.source or ("etcd" if reader_etcd is not None else "")
     if not read:
         verdict.blind = True
@@ -400,13 +406,13 @@ def _guard_reading(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, 
     elif st.method not in _REARMS_FROM_BACKUPS and not hooks:
         verdict.nothing_armed = f"no fail-closed webhook in the cluster (read through {verdict.read_through})"
         verdict.unchecked = ""
-    elif not hooks and not journaled and not unread:
+    elif not hooks and not journaled and not unread and not trials:
         # every object this revert puts back was read from the run's backups, and none is a fail-closed webhook
         # (an admission policy binding, a configuration whose webhooks are all failurePolicy: Ignore): it re-arms
         # nothing a backend must answer for
         verdict.nothing_armed = "no fail-closed webhook in what this revert puts back (read from the run's backups)"
         verdict.unchecked = ""
-    if verdict.down and api is not None:
+    if verdict.down and api is not None and not all(b.policy for b in verdict.down):
         verdict.heal = _heal_case(verdict, hooks, api)
     return GuardReading(verdict, api, found.source, cluster)
 
@@ -503,6 +509,9 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
             f"{verdict.unchecked}" if blind else verdict.refusal()),
             hint=(f"check each backend ({'; '.join(revert_guard.CLUSTER_CHECKS)}), then `breakglass revert "
                   f"{run.id} --kubeconfig FILE`, or --re-arm to re-arm unseen" if blind else
+                  f"fix the policy first: `breakglass audit --verbose` gives the matchConditions that skip the "
+                  f"apiserver's own writes, in its owner's form; then `breakglass revert {run.id}` again (--re-arm reverts anyway)"
+                  if all(b.policy for b in verdict.down) else
                   f"start the webhook's backend, then `breakglass revert {run.id}` again (--re-arm reverts anyway "
                   f"and re-arms it while it cannot answer)"))
         err.guard = verdict  # type: ignore[attr-defined]

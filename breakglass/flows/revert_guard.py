@@ -65,6 +65,7 @@ class BackendState:
     detail: str
     webhooks: list = field(default_factory=list)
     check: str = ""  # the command an engineer runs to see it for themselves
+    policy: bool = False  # an admission policy's trial through the apiserver (webhooks.policy_trial), not a backend
 
 
 # what an engineer runs to see every webhook's backend for themselves, when breakglass could read none of them
@@ -120,6 +121,9 @@ class Verdict:
                 + (f" (and {len(blockers) - 3} more)" if len(blockers) > 3 else ""))
 
     def refusal(self) -> str:
+        if self.down and all(b.policy for b in self.down):
+            return ("reverting would put back an admission policy that refuses writes the cluster needs to come back: "
+                    + "; ".join(b.detail for b in self.down))
         names = sorted({w for b in self.down for w in b.webhooks})
         checks = "; ".join(b.check for b in self.down if b.check)
         return ("the webhook's backend is not ready, so reverting would re-arm "
@@ -195,6 +199,83 @@ def hooks_from_cluster_configs(configs) -> list[Hook]:
     for cfg in configs:
         out += _fail_closed(cfg.raw, cfg.kind) if cfg.raw else [
             Hook.of(f"{cfg.kind}/{cfg.name}", w) for w in cfg.webhooks if w.failure_policy == "Fail"]
+    return out
+
+
+def policies_from_backups(run, st) -> list[dict]:
+    """The ValidatingAdmissionPolicies and bindings an etcd or kubeapi run's revert puts back, as backed up."""
+    from breakglass.webhooks import codec, model  # noqa: PLC0415
+
+    out = []
+    for s in st.steps:
+        b = s.backup or {}
+        if s.step.data.get("kind") not in (model.VAP, model.VAP_BINDING):
+            continue
+        try:
+            if "value" in b and b.get("value_sha256"):
+                obj = codec.decode_value(run.read_backup(b["value"], b["value_sha256"])).obj
+            elif "object" in b and b.get("object_sha256"):
+                obj = json.loads(run.read_backup(b["object"], b["object_sha256"]))
+            else:
+                continue
+        except (BreakglassError, OSError, ValueError):
+            continue
+        if isinstance(obj, dict) and obj.get("kind") in ("ValidatingAdmissionPolicy",
+                                                         "ValidatingAdmissionPolicyBinding"):
+            out.append(obj)
+    return out
+
+
+def policy_pairs(objs: list[dict], api) -> list[tuple[dict, dict]] | str:
+    """(policy, binding) pairs the restored objects put in force: a binding with its policy (restored too, or as
+    the apiserver serves it), a policy with the bindings the apiserver serves for it. A string: why not."""
+    from breakglass.webhooks import policy_trial  # noqa: PLC0415
+
+    policies = {o["metadata"]["name"]: o for o in objs if o.get("kind") == "ValidatingAdmissionPolicy"}
+    bindings = [o for o in objs if o.get("kind") == "ValidatingAdmissionPolicyBinding"]
+    pairs = []
+    try:
+        for b in bindings:
+            name = str((b.get("spec") or {}).get("policyName", ""))
+            pol = policies.get(name)
+            if pol is None:
+                status, pol = api.request("GET", f"{policy_trial.POLICIES}/{name}")
+                if status != 200:
+                    continue  # a binding to no policy refuses nothing
+            pairs.append((pol, b))
+        bound = {str((b.get("spec") or {}).get("policyName", "")) for b in bindings}
+        for name, pol in policies.items():
+            if name in bound:
+                continue
+            status, doc = api.request("GET", policy_trial.BINDINGS)
+            if status != 200:
+                return f"could not list the bindings ({status})"
+            pairs += [(pol, b) for b in doc.get("items") or [] if (b.get("spec") or {}).get("policyName") == name]
+    except BreakglassError as e:
+        return str(e)
+    return pairs
+
+
+def try_policies(objs: list[dict], api) -> list[BackendState]:
+    """Each restored policy's trial through the apiserver (webhooks.policy_trial) as a guard reading."""
+    from breakglass.webhooks import policy_trial  # noqa: PLC0415
+
+    if not objs:
+        return []
+    names = ", ".join(sorted({o["metadata"]["name"] for o in objs}))
+    if api is None:
+        return [BackendState(f"policy {names}", None, f"admission policy {names}: not tried, no apiserver to ask",
+                             [names], policy=True)]
+    pairs = policy_pairs(objs, api)
+    if isinstance(pairs, str):
+        return [BackendState(f"policy {names}", None, f"admission policy {names}: not tried: {pairs}", [names],
+                             policy=True)]
+    out = []
+    for pol, b in pairs:
+        t = policy_trial.run(api, pol, b)
+        out.append(BackendState(f"policy {t.policy} (binding {t.binding})",
+                                None if t.refuses is None else not t.refuses, t.detail, [f"policy {t.policy}"],
+                                check=f"kubectl get validatingadmissionpolicy {t.policy} -o yaml", policy=True))
     return out
 
 

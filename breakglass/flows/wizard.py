@@ -1124,7 +1124,17 @@ def _permanent_fix(targets: list[dict], objects: dict | None = None) -> str | No
     lines = ["The lasting fix: keep the apiserver's own writes (and ServiceCIDR, IPAddress, Nodes, Leases) away from "
              "the webhook with matchConditions, set where its operator expects it:"]
     for t in targets:
-        resource = resources.get(t.get("kind", "validating"), "validatingwebhookconfigurations")
+        kind = t.get("kind", "validating")
+        if kind in ("vap", "vapbinding", "map", "mapbinding"):
+            # a policy's lasting fix is on the policy (its matchConditions), whichever object the way out removed
+            resource = "mutatingadmissionpolicies" if kind.startswith("m") else "validatingadmissionpolicies"
+            name = t.get("policy") or t["configuration"]
+            fix = audit.fix_for(resource, name, None)
+            lines.append(f"  {audit.singular(resource)} {name}: strategic-merge patch")
+            lines += ["    " + ln for ln in fix.patch_yaml.rstrip().splitlines()]
+            lines.append(f"  $ {fix.command}")
+            continue
+        resource = resources.get(kind, "validatingwebhookconfigurations")
         cfg = None
         obj = (objects or {}).get(t["configuration"])
         if isinstance(obj, dict):
@@ -1134,10 +1144,11 @@ def _permanent_fix(targets: list[dict], objects: dict | None = None) -> str | No
                 cfg = None
         fix = audit.fix_for(resource, t["configuration"], t.get("webhook"), cfg=cfg)
         if fix.lasting is not None:
-            lines.append(f"  {resource[:-1]} {t['configuration']}: not a patch, {fix.lasting.owner} would undo it")
+            lines.append(f"  {audit.singular(resource)} {t['configuration']}: not a patch, {fix.lasting.owner} would "
+                         f"undo it")
             lines += render.lasting(fix.lasting, "  ")
             continue
-        lines.append(f"  {resource[:-1]} {t['configuration']}: strategic-merge patch")
+        lines.append(f"  {audit.singular(resource)} {t['configuration']}: strategic-merge patch")
         lines += ["    " + ln for ln in fix.patch_yaml.rstrip().splitlines()]
         lines.append(f"  $ {fix.command}")
         if fix.vendor_note:

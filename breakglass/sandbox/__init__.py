@@ -281,7 +281,7 @@ def status(directory: str) -> dict:
 
 
 # which engine owns each scenario's webhooks in the seeds: Kyverno the deadlock, Gatekeeper the fail-open leak
-ENGINE_SCENARIOS = {"kyverno": ("deadlock", "healthy"), "gatekeeper": ("fail-open", "healthy")}
+ENGINE_SCENARIOS = {"kyverno": ("deadlock", "healthy"), "gatekeeper": ("fail-open", "policy-deadlock", "healthy")}
 
 
 def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = None, scenario: str = "deadlock",
@@ -338,9 +338,9 @@ def _engine_fits(engine: str, apiserver: str | None, scenario: str) -> None:
     if engine not in ENGINE_SCENARIOS:
         raise BadInput(f"unknown engine {engine!r} (use {', '.join(ENGINE_SCENARIOS)})")
     if scenario not in ENGINE_SCENARIOS[engine]:
-        raise BadInput(f"--engine {engine} rehearses {' or '.join(ENGINE_SCENARIOS[engine])}, not {scenario}",
-                       hint="the deadlock is Kyverno's (--engine kyverno), the fail-open leak Gatekeeper's "
-                            "(--engine gatekeeper)")
+        raise BadInput(f"--engine {engine} rehearses {', '.join(ENGINE_SCENARIOS[engine])}, not {scenario}",
+                       hint="the deadlock is Kyverno's (--engine kyverno); the fail-open leak and the "
+                            "policy-deadlock (its generated admission policy) Gatekeeper's (--engine gatekeeper)")
     engines.require(engine)
 
 

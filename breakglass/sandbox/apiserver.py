@@ -86,10 +86,11 @@ def kubelet_state(directory: str) -> dict:
         return {}
 
 
-def calls_webhooks(directory: str) -> bool:
-    """Whether the sandbox's running apiserver calls validating webhooks: not while its command line disables the
-    plugin (the plugin-flag way out), when no write through it can show an engine enforcing. True when it cannot
-    tell (no apiserver under the kubelet stand-in yet: the first boot runs with the default plugins)."""
+def calls_webhooks(directory: str, plugin: str = "ValidatingAdmissionWebhook") -> bool:
+    """Whether the sandbox's running apiserver calls validating webhooks (or runs another admission ``plugin``,
+    such as ValidatingAdmissionPolicy): not while its command line disables the plugin (the plugin-flag way out),
+    when no write through it can show an engine enforcing. True when it cannot tell (no apiserver under the
+    kubelet stand-in yet: the first boot runs with the default plugins)."""
     from breakglass.text import admission_flags as af  # noqa: PLC0415
 
     pid = kubelet_state(directory).get("pid")
@@ -99,7 +100,7 @@ def calls_webhooks(directory: str) -> bool:
         disabled = af.split(af.values_of(af.occurrences(args, "kube-apiserver")).get(af.DISABLE))
     except (OSError, TypeError, ValueError, BadInput):
         return True
-    return "ValidatingAdmissionWebhook" not in disabled
+    return plugin not in disabled
 
 
 def version(binary: str) -> str:

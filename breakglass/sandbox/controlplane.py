@@ -90,6 +90,10 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
         _settle(client, ver)
         if engine:
             _install_engine(directory, info, engine, scenario, client, say)
+        elif scenario == "policy-deadlock":
+            say("installing a fail-closed ValidatingAdmissionPolicy and binding as their operator would")
+            for path, obj in scenarios.owner_label_policy():
+                client.must("POST", path, obj)
         else:
             say(f"installing the {scenario} webhook as its operator would")
             for obj in scenarios.webhooks(scenario, info["webhook_url"], keys.ca):
@@ -101,7 +105,7 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
     finally:
         with procs.interrupts_deferred():
             _stop_first_boot(first)
-    if scenario == "deadlock":
+    if scenario in scenarios.UPGRADES:
         removed = _remove_upgrade_missing(etcd_endpoint)
         info["removed_keys"] = removed
         say(f"removed what a cluster upgraded from 1.32 lacks: {', '.join(removed) or 'nothing'}")
@@ -119,7 +123,7 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
     info["kubelet_pid"] = kubelet.pid
     say(f"restarting kube-apiserver from the {'static-pod manifest' if node == 'kubeadm' else 'machine config'} "
         f"({'kubelet' if node == 'kubeadm' else 'Talos'} stand-in)")
-    want = "stuck" if scenario == "deadlock" and apiserver.minor(ver) >= 33 else "ready"
+    want = "stuck" if scenario in scenarios.UPGRADES and apiserver.minor(ver) >= 33 else "ready"
     try:
         apiserver.wait_state(client, want, 120, alive=lambda: kubelet.poll() is None)
     except BreakglassError as e:

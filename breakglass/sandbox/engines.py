@@ -287,6 +287,42 @@ GATEKEEPER_CONSTRAINT = {
 }
 
 
+# The policy-deadlock seed: a ConstraintTemplate with a CEL source (Gatekeeper's K8sNativeValidation engine, as the
+# Gatekeeper library's k8srequiredlabels has), which Gatekeeper turns into a ValidatingAdmissionPolicy by default
+# (--default-create-vap-for-templates, failurePolicy from --default-k8s-native-validation-failure-policy: Fail),
+# and a constraint meant for the team namespaces, turned into its binding (--default-create-vap-binding-for-
+# constraints). Gatekeeper's namespaces matcher lets every cluster-scoped object through ("cluster-scoped objects
+# always match"), so the binding refuses the apiserver's own default ServiceCIDR.
+GATEKEEPER_CEL_TEMPLATE = {
+    "apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate",
+    "metadata": {"name": "k8srequiredlabels"},
+    "spec": {"crd": {"spec": {"names": {"kind": "K8sRequiredLabels"},
+                              "validation": {"openAPIV3Schema": {"type": "object", "properties": {
+                                  "labels": {"type": "array", "items": {"type": "object", "properties": {
+                                      "key": {"type": "string"}}}}}}}}},
+             "targets": [{"target": "admission.k8s.gatekeeper.sh", "code": [{
+                 "engine": "K8sNativeValidation",
+                 "source": {"validations": [{
+                     "expression": "[object, oldObject].exists(obj, obj != null && has(obj.metadata) && "
+                                   "variables.params.labels.all(entry, has(obj.metadata.labels) && "
+                                   "entry.key in obj.metadata.labels))",
+                     "messageExpression": "\"missing required label, requires all of: \" + "
+                                          "variables.params.labels.map(entry, entry.key).join(\", \")"}]}}]}]},
+}
+GATEKEEPER_CEL_CONSTRAINT = {
+    "apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "K8sRequiredLabels",
+    "metadata": {"name": "team-objects-need-owner"},
+    "spec": {"enforcementAction": "deny",
+             "match": {"kinds": [{"apiGroups": ["*"], "kinds": ["*"]}], "namespaces": ["team-*"]},
+             "parameters": {"labels": [{"key": "owner"}]}},
+}
+# what Gatekeeper names them (pkg/drivers/k8scel/transform: "gatekeeper-" + template; + lower kind + constraint)
+GATEKEEPER_VAP = "gatekeeper-k8srequiredlabels"
+GATEKEEPER_VAPB = "gatekeeper-k8srequiredlabels-team-objects-need-owner"
+VAP_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+VAPB_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
 # What a user sends while Gatekeeper is down: a ConfigMap its constraint refuses, and a binding no constraint
 # covers, both admitted through validation.gatekeeper.sh failing open (a Namespace would fail closed through
 # check-ignore-label.gatekeeper.sh, so none is sent).
@@ -443,19 +479,28 @@ def _start_in_sandbox(directory: str, info: dict, name: str, layout, keys, clien
         apply(client, gatekeeper_install(version, f"https://127.0.0.1:{port}", bundle))
         eng = gatekeeper(directory, layout.kubeconfig, port, certs)
         proc = _spawn(directory, eng)
+        policy = info.get("scenario") == "policy-deadlock"
+        template, constraint = ((GATEKEEPER_CEL_TEMPLATE, GATEKEEPER_CEL_CONSTRAINT) if policy
+                                else (GATEKEEPER_TEMPLATE, GATEKEEPER_CONSTRAINT))
         until("the ConstraintTemplate accepted", lambda: client.call(
-            "POST", "/apis/templates.gatekeeper.sh/v1/constrainttemplates", GATEKEEPER_TEMPLATE)[0]
+            "POST", "/apis/templates.gatekeeper.sh/v1/constrainttemplates", template)[0]
             in (200, 201, 409), proc, eng.log)
         until("the constraint accepted", lambda: client.call(
-            "POST", "/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels", GATEKEEPER_CONSTRAINT)[0]
+            "POST", "/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels", constraint)[0]
             in (200, 201, 409), proc, eng.log)
+        if policy:
+            until(f"Gatekeeper's generated policy and binding ({GATEKEEPER_VAP}, {GATEKEEPER_VAPB})", lambda: (
+                client.call("GET", f"{VAP_PATH}/{GATEKEEPER_VAP}")[0] == 200
+                and client.call("GET", f"{VAPB_PATH}/{GATEKEEPER_VAPB}")[0] == 200), proc, eng.log)
     # running is not enforcing (Gatekeeper admits until it has synced its constraint, Kyverno until its policy
     # is ready): asked as a user's write would be, through the apiserver, by a dry run it must refuse; with the
     # webhook plugins off (the plugin-flag way out) the apiserver calls no engine, and that is said instead
     from breakglass.sandbox.apiserver import calls_webhooks  # noqa: PLC0415
 
-    enforcing = calls_webhooks(directory)
-    if enforcing:
+    if info.get("scenario") == "policy-deadlock":  # the apiserver enforces the generated policy itself
+        if enforcing := calls_webhooks(directory, "ValidatingAdmissionPolicy"):
+            until("the generated policy refusing what it forbids", lambda: _refused_by_policy(client), proc, eng.log)
+    elif enforcing := calls_webhooks(directory):
         until(f"{name} refusing what its policy forbids", lambda: _refused(client), proc, eng.log)
     info.setdefault("engines", {})[name] = {"pid": proc.pid, "port": port, "version": version, "log": eng.log}
     return {"engine": name, "version": version, "running": True, "log": eng.log,
@@ -471,6 +516,15 @@ _FORBIDDEN = {"apiVersion": "v1", "kind": "ConfigMap",
 def _refused(client) -> bool:
     status, out = client.call("POST", "/api/v1/namespaces/default/configmaps?dryRun=All", _FORBIDDEN)
     return status in (400, 403) and "denied the request" in str(out.get("message", ""))
+
+
+def _refused_by_policy(client) -> bool:
+    """A cluster-scoped object without an owner label, as a server-side dry run: refused by the apiserver's own
+    admission policy (the VAP plugin runs before the webhooks), not by Gatekeeper's webhook."""
+    probe = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": "breakglass-enforcing-probe"}, "rules": []}
+    status, out = client.call("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles?dryRun=All", probe)
+    return status in (400, 403, 422) and "ValidatingAdmissionPolicy" in str(out.get("message", ""))
 
 
 def stop_in_sandbox(directory: str, info: dict, name: str) -> dict:

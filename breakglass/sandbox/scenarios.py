@@ -8,6 +8,11 @@
 - ``fail-open``: a Gatekeeper-shaped webhook with ``failurePolicy: Ignore`` and its backend down; the
   apiserver is ready, audit logging is on, and requests that Gatekeeper should have judged get in (the
   scenario makes a few, as a user would).
+- ``policy-deadlock``: the same upgrade, locked by no webhook at all: a ValidatingAdmissionPolicy and its binding,
+  fail-closed, that refuse every cluster-scoped object without an ``owner`` label (the kind of rule Gatekeeper
+  generates from a ConstraintTemplate by default). The policy runs inside the apiserver: there is no backend to
+  come back, and a restart of anything changes nothing. On 1.33 and newer the restarted apiserver's default
+  ServiceCIDR is refused and it never becomes ready.
 - ``healthy``: the same Kyverno-shaped webhook with its backend up.
 
 The webhooks call a ``url:`` on loopback (never a Service's cluster IP), with the sandbox CA as caBundle.
@@ -17,7 +22,9 @@ from __future__ import annotations
 
 import base64
 
-SCENARIOS = ("deadlock", "fail-open", "healthy")
+SCENARIOS = ("deadlock", "fail-open", "policy-deadlock", "healthy")
+# the scenarios whose restart is the 1.32 upgrade: the bootstrap objects 1.33+ must create are removed first
+UPGRADES = ("deadlock", "policy-deadlock")
 
 KYVERNO_NAME = "kyverno-resource-validating-webhook-cfg"
 GATEKEEPER_NAME = "gatekeeper-validating-webhook-configuration"
@@ -74,6 +81,32 @@ def gatekeeper(url: str, ca_path: str) -> dict:
 
 def webhooks(scenario: str, url: str, ca_path: str) -> list[dict]:
     return [gatekeeper(url, ca_path)] if scenario == "fail-open" else [kyverno(url, ca_path)]
+
+
+POLICY_NAME = "require-owner-label"
+VAP_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+VAPB_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+def owner_label_policy() -> list[tuple[str, dict]]:
+    """A ValidatingAdmissionPolicy and binding as an operator writes them: every cluster-scoped object created or
+    updated must carry an ``owner`` label, failurePolicy Fail. Nothing exempts what the apiserver creates itself."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": POLICY_NAME},
+        "spec": {"failurePolicy": "Fail",
+                 "matchConstraints": {"resourceRules": [{
+                     "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"],
+                     "operations": ["CREATE", "UPDATE"], "scope": "Cluster"}]},
+                 "validations": [{"expression": "has(object.metadata.labels) && 'owner' in object.metadata.labels",
+                                  "message": "every cluster-scoped object needs an owner label"}]},
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": POLICY_NAME},
+        "spec": {"policyName": POLICY_NAME, "validationActions": ["Deny"]},
+    }
+    return [(VAP_PATH, policy), (VAPB_PATH, binding)]
 
 
 # What a user sends while Gatekeeper fails open: the kind of requests its policies exist to stop.

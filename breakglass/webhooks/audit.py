@@ -219,6 +219,11 @@ def fix_for(resource: str, name: str, webhook: str | None, kinds: list[Bootstrap
     return _fix_from_conditions(resource, name, webhook, conds, vendor_note, cfg)
 
 
+def singular(resource: str) -> str:
+    """kubectl's singular of a plural resource: ...policies is ...policy, ...configurations ...configuration."""
+    return resource[:-3] + "y" if resource.endswith("ies") else resource[:-1]
+
+
 def _fix_from_conditions(resource: str, name: str, webhook: str | None, conds: list[dict],
                          vendor_note: str | None = None, cfg: AdmissionConfig | None = None) -> Fix:
     import yaml  # noqa: PLC0415
@@ -228,7 +233,7 @@ def _fix_from_conditions(resource: str, name: str, webhook: str | None, conds: l
     else:
         patch = {"spec": {"matchConditions": conds}}
     body = json.dumps(patch, separators=(",", ":"))
-    command = f"kubectl patch {resource[:-1]} {name} --type=strategic -p {shlex.quote(body)}"  # kubectl: singular
+    command = f"kubectl patch {singular(resource)} {name} --type=strategic -p {shlex.quote(body)}"
     if vendor_note is None and webhook is not None:
         hint = vendors.hint_for(webhook) or vendors.hint_for_configuration(name, {})
         vendor_note = hint and f"{hint.vendor} manages this configuration and will overwrite a direct patch: " \
@@ -484,8 +489,10 @@ def _policy_findings(cfg: AdmissionConfig, bindings: list[AdmissionConfig], targ
     if not mine:
         return [AuditFinding("", "policy-unbound", "info", ident, None,
                              f"{cfg.kind_name} '{cfg.name}' matches bootstrap objects but has no binding",
-                             "It has no effect until bound; a binding would make it a deadlock risk.",
-                             list(dict.fromkeys(h.write.kind for h in hits)), cfg.source)]
+                             "It has no effect until bound; a binding (a revert that puts one back, or whatever "
+                             "generated the policy re-creating it) would make it a deadlock risk. The fix below "
+                             "makes it safe to bind.",
+                             list(dict.fromkeys(h.write.kind for h in hits)), cfg.source, _fix_writes(cfg, None, hits))]
     bound: list[intercept.Hit] = []
     for b in mine:
         rules = b.rules or cfg.rules  # a binding without matchResources rules narrows nothing

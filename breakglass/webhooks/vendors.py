@@ -108,3 +108,19 @@ def hint_for_configuration(name: str, labels: dict[str, str]) -> VendorHint | No
         if hint.vendor.lower().split()[0] in text:
             return hint
     return None
+
+
+# The policies Gatekeeper generates from a ConstraintTemplate with a CEL source (`gatekeeper-<template>`) and their
+# bindings (`gatekeeper-<kind>-<constraint>`): pkg/drivers/k8scel/transform in open-policy-agent/gatekeeper. Only a
+# guess from a name in a log; in the cluster the ownerReferences say it (webhooks.owners).
+_GATEKEEPER_POLICY = re.compile(r"^gatekeeper-[a-z0-9][a-z0-9.-]*$")
+
+
+def policy_hint(policy: str | None) -> str | None:
+    """What a policy's name suggests about who keeps it, said as a guess."""
+    if policy and _GATEKEEPER_POLICY.match(policy):
+        return ("The name is the one Gatekeeper gives the ValidatingAdmissionPolicies it generates from a "
+                "ConstraintTemplate's CEL source (gatekeeper-<template>): while Gatekeeper runs it re-creates what "
+                "is deleted, and the lasting fix goes into the template (its source's matchCondition, or "
+                "generateVAP: false) or Gatekeeper's flags (--default-create-vap-for-templates)")
+    return None

@@ -1,0 +1,105 @@
+"""Issue 47: the lockout with no webhook to call. A fail-closed ValidatingAdmissionPolicy and binding (the sandbox's
+``policy-deadlock`` scenario) refuse the default ServiceCIDR a 1.34 apiserver must create after an upgrade from 1.32.
+Real kube-apiserver and etcd: the apiserver's own log names no one, its audit log names the policy; the etcd way out
+lets it start; the revert is refused while the apiserver says the binding would refuse its writes again, and goes
+through once the audit's fix is on the policy, which then holds on a restart that must create the ServiceCIDR again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+from breakglass.sandbox import controlplane
+from tests.real_control_plane import binary_for, real_sandbox  # noqa: F401 - the fixture
+from tests.real_engines import wait_for
+
+HOOK = "poststarthook/start-kubernetes-service-cidr-controller"
+BINDING_KEY = "/registry/validatingadmissionpolicybindings/require-owner-label"
+POLICY = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/require-owner-label"
+
+
+def _json(p) -> dict:
+    assert p.stdout, p.stderr.decode()
+    return json.loads(p.stdout)["result"]
+
+
+def test_a_fail_closed_policy_locks_the_upgrade_and_the_revert_asks_the_apiserver_first(real_sandbox, tmp_path):
+    """Stuck, diagnosed from the apiserver's lines, recovered through etcd, the revert refused until the policy is
+    fixed, and the fix proven on a restart.
+
+    Cost: one sandbox (kube-apiserver booted once, restarted by the kubelet stand-in into the outage), the
+    recovery's wait for /readyz, two policy trials through the apiserver (each loads a copy and a marker policy),
+    and one more restart of the apiserver after the fix: each waited for on the apiserver's own readiness."""
+    _, binary = binary_for("1.34")
+    sb = real_sandbox(binary, "policy-deadlock")
+    sb.wait(False, failing=HOOK)
+    # the apiserver's own log: a policy's refusal leaves no line there; stuck, and it says where to look
+    alone = sb.cli("diagnose", sb.api["log"], "-o", "json")
+    assert alone.returncode == 3, alone.stderr.decode()
+    verdict = _json(alone)["verdict"]
+    assert verdict["state"] == "stuck" and "audit log" in verdict["explanation"], verdict
+    # with its audit log: the policy and the binding, the refused write, and no backend to wait for
+    both = sb.cli("diagnose", sb.api["log"], sb.api["audit_log"], "-o", "json")
+    assert both.returncode == 3, both.stderr.decode()
+    result = _json(both)
+    lead = result["findings"][0]
+    assert (lead["family"], lead["policy"], lead["binding"]) == (
+        "policy-rejects-bootstrap", "require-owner-label", "require-owner-label"), lead
+    assert any("ServiceCIDR" in b for b in lead["blocked"]), lead
+    assert result["verdict"]["state"] == "deadlocked" and "no backend" in result["verdict"]["explanation"]
+    ways = {r["method"]: r for r in result["remedies"]}
+    assert ways["talos"]["plugins"] == ["ValidatingAdmissionPolicy"]
+    assert any(t["etcd_key"] == BINDING_KEY for t in ways["etcd"]["targets"]), ways["etcd"]
+    diag = tmp_path / "diag.json"
+    diag.write_bytes(both.stdout)
+
+    rec = sb.cli("recover", "etcd", "--diagnosis", str(diag), "--etcd-endpoints", sb.endpoint, "--apiserver",
+                 sb.api["url"], "--yes", "-o", "json", timeout=600)
+    assert rec.returncode == 0, rec.stdout.decode() + rec.stderr.decode()
+    assert sb.etcd_value(BINDING_KEY) is None
+    sb.wait(True)
+
+    # the revert asks the apiserver, as kube-apiserver, whether the binding it puts back refuses its writes: it does
+    refused = sb.cli("revert", "--yes", "--kubeconfig", sb.api["kubeconfig"], timeout=300)
+    err = refused.stderr.decode()
+    assert refused.returncode == 4, err
+    assert "refuses the apiserver's own ServiceCIDR" in err and "owner label" in err, err
+    assert sb.etcd_value(BINDING_KEY) is None  # nothing put back
+    # no trial object is left behind
+    names = [p["metadata"]["name"] for p in sb.client().call(
+        "GET", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies")[1]["items"]]
+    assert names == ["require-owner-label"], names
+
+    # the audit sees the unbound policy and gives the fix; applied as printed, the revert goes through
+    audit = sb.cli("audit", "--etcd-endpoints", sb.endpoint, "-o", "json")
+    [finding] = [f for f in _json(audit)["findings"] if f["configuration"].endswith("require-owner-label")]
+    assert finding["fix"] and "validatingadmissionpolicy require-owner-label" in finding["fix"]["command"]
+    import yaml
+
+    patch = yaml.safe_load(finding["fix"]["patch_yaml"])
+    status, out = sb.client().call("PATCH", POLICY, patch, "application/strategic-merge-patch+json")
+    assert status == 200, out
+    ok = sb.cli("revert", "--yes", "--kubeconfig", sb.api["kubeconfig"], "-o", "json", timeout=300)
+    assert ok.returncode == 0, ok.stdout.decode() + ok.stderr.decode()
+    assert sb.etcd_value(BINDING_KEY) is not None
+    assert "let the apiserver's writes through" in ok.stdout.decode()
+
+    # the lasting fix holds where it matters: a restart that must create the default ServiceCIDR again
+    removed = controlplane._remove_upgrade_missing(sb.endpoint)
+    assert "/registry/servicecidrs/kubernetes" in removed
+    before = sb.kubelet().get("restarts", 0)
+    os.kill(int(sb.status()["pid"]), signal.SIGTERM)  # the kubelet stand-in starts it again
+    wait_for("the apiserver restarted", lambda: sb.kubelet().get("restarts", 0) > before, 120)
+    sb.wait(True, seconds=180)
+    assert sb.etcd_value("/registry/servicecidrs/kubernetes") is not None
+
+
+def test_the_same_policy_is_harmless_to_a_132_upgrade_source(real_sandbox):
+    """1.32 creates no ServiceCIDR at start: the same policy leaves it ready (the outage is the upgrade's).
+
+    Cost: one sandbox on kube-apiserver 1.32 (booted, then restarted by the kubelet stand-in)."""
+    _, binary = binary_for("1.32")
+    sb = real_sandbox(binary, "policy-deadlock")
+    assert sb.wait(True)["ready"]
