@@ -187,7 +187,9 @@ def sandbox_backend(action: Annotated[BackendAction, typer.Argument(help="start 
         off = st.get("running") and st.get("engine") and st.get("enforcing") is None
         _show(output, "Sandbox", st, lambda: f"webhook backend {'running' if st['running'] else 'stopped'} "
                                              f"({st['url']})" + (
-            "\nnot seen enforcing: the apiserver's webhook admission plugins are off (revert turns them on)"
+            ("\nits generated admission policies are the apiserver's to enforce: `breakglass audit` shows them"
+             if st.get("scenario") == "policy-deadlock" else
+             "\nnot seen enforcing: the apiserver's webhook admission plugins are off (revert turns them on)")
             if off else ""))
         return 0
 

@@ -541,7 +541,7 @@ def backend(directory: str, start: bool) -> dict:
             st = (engines.start_in_sandbox if start else engines.stop_in_sandbox)(directory, sb.apiserver, owner)
             _save(sb)
             return {"running": start, "url": f"{owner}" + (f" (log: {st['log']})" if st.get("log") else ""),
-                    "engine": owner, "enforcing": st.get("enforcing")}
+                    "engine": owner, "enforcing": st.get("enforcing"), "scenario": sb.apiserver.get("scenario")}
         if start:
             controlplane.start_backend(directory, sb.apiserver, detached=True)
         else:

@@ -127,6 +127,10 @@ def apply(client, objects: list[dict]) -> list[str]:
         if obj["kind"] not in _PATHS:
             skipped.append(obj["kind"])
             continue
+        # an object already there is left as it is without a write: admission judges a create before its name
+        # is found taken, and an admission policy that refuses it (the policy-deadlock) would stop a re-install
+        if client.call("GET", object_path(obj))[0] == 200:
+            continue
         status, out = client.call("POST", object_path(obj, name=False), obj)
         if status not in (200, 201, 202, 409):
             raise Unreachable(f"installing {obj['kind']}/{obj['metadata'].get('name')}: HTTP {status}: "
@@ -437,19 +441,20 @@ def start_in_sandbox(directory: str, info: dict, name: str, client=None) -> dict
         return {"engine": name, "running": True, "log": os.path.join(directory, f"{name}.log")}
     layout = launcher.Layout(directory)
     keys = pkimod.load(layout.pki_dir)
+    given = client is not None  # sandbox up's first boot: the scenario is being made
     client = client or launcher.Client(info["url"], keys)
     status, _ = client.readyz()
     if status != 200:
         raise BadInput(f"the sandbox's apiserver is not ready ({status or 'not answering'}): an engine installs "
                        "through it", hint="recover first (breakglass wizard), then start the engine")
     try:
-        return _start_in_sandbox(directory, info, name, layout, keys, client)
+        return _start_in_sandbox(directory, info, name, layout, keys, client, setup=given)
     except BaseException:
         procs.stop(directory, (f"engine-{name}",))  # a failed or interrupted start leaves no engine behind
         raise
 
 
-def _start_in_sandbox(directory: str, info: dict, name: str, layout, keys, client) -> dict:
+def _start_in_sandbox(directory: str, info: dict, name: str, layout, keys, client, setup: bool = False) -> dict:
     version = versions(name)[-1]
     # an engine started again serves where it did: Gatekeeper's webhooks, once installed, keep their url:
     ports = info.setdefault("engine_ports", {})
@@ -488,7 +493,7 @@ def _start_in_sandbox(directory: str, info: dict, name: str, layout, keys, clien
         until("the constraint accepted", lambda: client.call(
             "POST", "/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels", constraint)[0]
             in (200, 201, 409), proc, eng.log)
-        if policy:
+        if policy and setup:  # later starts find the template as the user left it (generateVAP: false, …)
             until(f"Gatekeeper's generated policy and binding ({GATEKEEPER_VAP}, {GATEKEEPER_VAPB})", lambda: (
                 client.call("GET", f"{VAP_PATH}/{GATEKEEPER_VAP}")[0] == 200
                 and client.call("GET", f"{VAPB_PATH}/{GATEKEEPER_VAPB}")[0] == 200), proc, eng.log)
@@ -498,7 +503,7 @@ def _start_in_sandbox(directory: str, info: dict, name: str, layout, keys, clien
     from breakglass.sandbox.apiserver import calls_webhooks  # noqa: PLC0415
 
     if info.get("scenario") == "policy-deadlock":  # the apiserver enforces the generated policy itself
-        if enforcing := calls_webhooks(directory, "ValidatingAdmissionPolicy"):
+        if enforcing := setup and calls_webhooks(directory, "ValidatingAdmissionPolicy"):
             until("the generated policy refusing what it forbids", lambda: _refused_by_policy(client), proc, eng.log)
     elif enforcing := calls_webhooks(directory):
         until(f"{name} refusing what its policy forbids", lambda: _refused(client), proc, eng.log)

@@ -121,6 +121,15 @@ def _refs(cfg: model.AdmissionConfig) -> list[dict]:
     return [r for r in refs if isinstance(r, dict)] if isinstance(refs, list) else []
 
 
+def gatekeeper_template(cfg: model.AdmissionConfig) -> str | None:
+    """The ConstraintTemplate a Gatekeeper-generated ValidatingAdmissionPolicy names as its controller (Gatekeeper
+    sets it: pkg/controller/constrainttemplate), else None."""
+    for r in _refs(cfg):
+        if r.get("kind") == "ConstraintTemplate" and str(r.get("apiVersion", "")).startswith("templates.gatekeeper.sh/"):
+            return str(r.get("name") or "") or None
+    return None
+
+
 def of(cfg: model.AdmissionConfig) -> Owners:
     """Every owner the object names, strongest first (the engine that reconciles it, then whoever re-applies it)."""
     labels, ann = cfg.labels, cfg.annotations
@@ -133,6 +142,10 @@ def of(cfg: model.AdmissionConfig) -> Owners:
         evidence = f"label {GATEKEEPER_LABEL}=yes" if labels.get(GATEKEEPER_LABEL) == "yes" else "its name"
         add(Owner("gatekeeper", "Gatekeeper", evidence, injects_ca=True,
                   when="whenever its manager runs (its cert rotator)"))
+    template = gatekeeper_template(cfg)
+    if template and not out.first("gatekeeper"):
+        add(Owner("gatekeeper", "Gatekeeper", f"ownerReferences: ConstraintTemplate {template}", recreates=True,
+                  reverts_patches=True, when="whenever its manager reconciles the template (while it runs)"))
     release = ann.get("meta.helm.sh/release-name")
     if release:
         ns = ann.get("meta.helm.sh/release-namespace")
@@ -191,6 +204,36 @@ def _yaml(doc) -> str:
     return yaml.safe_dump(doc, sort_keys=False, width=100)
 
 
+def _gatekeeper_template(template: str, conds: list[dict], gitops) -> Placement:
+    """A ValidatingAdmissionPolicy Gatekeeper generates from a ConstraintTemplate's CEL source is rewritten from that
+    source on every reconcile, so its fix goes into the template. Its paramKind is the constraint's own CRD, which a
+    starting apiserver may not resolve for tens of seconds; until it does, the policy fails closed with `failed to
+    configure policy` before any matchCondition is evaluated (k8s.io/apiserver policy/validating dispatcher). So
+    the lasting form takes bootstrap writes out of the policy's reach altogether: ``generateVAP: false`` in the
+    source (Gatekeeper deletes the policy and its bindings; its webhook, failing open by default, keeps
+    enforcing the template). The source's ``matchCondition`` list is offered as the form that keeps the policy."""
+    ops = [{"op": "add", "path": "/spec/targets/0/code/0/source/generateVAP", "value": False}]
+    command = f"kubectl patch constrainttemplate {shlex.quote(template)} --type=json -p " \
+              f"{shlex.quote(json.dumps(ops, separators=(',', ':')))}"
+    keep = [{"op": "add", "path": "/spec/targets/0/code/0/source/matchCondition", "value": conds}]
+    note = ("Gatekeeper generates this policy from ConstraintTemplate " + template + "'s K8sNativeValidation source "
+            "and rewrites it on every reconcile, so a patch of the policy is undone. Its paramKind is the constraint's "
+            "CRD, which a starting apiserver resolves only after a while (48 s in the sandbox); until then the policy "
+            "refuses with `failed to configure policy` before any matchCondition is looked at, so matchConditions "
+            "alone do not keep a restart safe. generateVAP: false makes Gatekeeper delete the policy and its bindings; "
+            "its webhook keeps enforcing the template. Run it while the binding is gone (the way out): the policy "
+            "refuses changes to cluster-scoped objects, the template included. The path assumes the "
+            "K8sNativeValidation entry is the first of spec.targets[0].code (as in the Gatekeeper library). For every "
+            "template at once: --default-create-vap-for-templates=false (Helm: defaultCreateVAPForTemplates=false). "
+            "To keep the policy instead, its source's matchCondition list is copied into it: kubectl patch "
+            f"constrainttemplate {template} --type=json -p "
+            + shlex.quote(json.dumps(keep, separators=(',', ':')))[:160] + "… (the conditions above)"
+            + (f"; {gitops.name} re-applies the template: commit the change there" if gitops else ""))
+    snippet = _yaml({"spec": {"targets": [{"target": "admission.k8s.gatekeeper.sh", "code": [
+        {"engine": "K8sNativeValidation", "source": {"generateVAP": False}}]}]}})
+    return Placement("gatekeeper-template", "Gatekeeper", command, snippet, note)
+
+
 def place(cfg: model.AdmissionConfig, webhook: str | None, conds: list[dict], patch_command: str,
           patch_yaml: str) -> Placement:
     """The lasting form of adding ``conds`` to ``webhook`` of ``cfg``: in the owner's own configuration where an
@@ -220,6 +263,9 @@ def place(cfg: model.AdmissionConfig, webhook: str | None, conds: list[dict], pa
         return Placement("kyverno-config", "Kyverno", command, _yaml({"config": {"matchConditions": conds}}), note,
                          _yaml({"data": {"matchConditions": json.dumps(conds)}}))  # Kyverno json.Unmarshals it
     gk = who.first("gatekeeper")
+    template = gatekeeper_template(cfg)
+    if gk and template and webhook is None:
+        return _gatekeeper_template(template, conds, gitops)
     if gk and webhook in (None, "validation.gatekeeper.sh"):
         release = cfg.annotations.get("meta.helm.sh/release-name") or "gatekeeper"
         ns = cfg.annotations.get("meta.helm.sh/release-namespace") or "gatekeeper-system"
