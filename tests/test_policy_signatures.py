@@ -91,3 +91,31 @@ def test_a_success_of_an_earlier_start_does_not_clear_a_later_start_that_keeps_f
     r = diagnose_text("\n".join(lines) + "\n")
     assert r.verdict.state == "stuck", r.verdict
     assert "audit log" in r.verdict.explanation  # a policy's refusal is only there
+
+
+def test_a_policy_with_a_paramkind_is_fixed_in_its_match_constraints_not_only_its_conditions():
+    """A paramKind unresolved at start refuses before any matchCondition: the apiserver's own cluster-scoped writes
+    leave matchConstraints (excludeResourceRules), its other exclusions kept."""
+    from breakglass.webhooks import audit, model
+
+    spec = {"failurePolicy": "Fail", "paramKind": {"apiVersion": "example.com/v1", "kind": "Knob"},
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"],
+                                                    "operations": ["CREATE", "UPDATE"], "scope": "*"}],
+                                 "excludeResourceRules": [{"apiGroups": [""], "apiVersions": ["*"],
+                                                           "resources": ["events"], "operations": ["*"]}]},
+            "validations": [{"expression": "false"}]}
+    pol = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+           "metadata": {"name": "knobbed"}, "spec": spec}
+    bind = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": "knobbed"}, "spec": {"policyName": "knobbed", "validationActions": ["Deny"],
+                                                      "paramRef": {"name": "k"}}}
+    rep = audit.audit([model.from_json(pol, "t"), model.from_json(bind, "t")], "1.34")
+    [f] = [f for f in rep.findings if f.rule == "policy-bootstrap-intercept"]
+    excl = (f.fix.patch_yaml and __import__("yaml").safe_load(f.fix.patch_yaml))["spec"]["matchConstraints"][
+        "excludeResourceRules"]
+    assert excl[0]["resources"] == ["events"]  # the policy's own exclusion kept
+    assert {"servicecidrs", "clusterroles", "namespaces"} <= {r["resources"][0] for r in excl}
+    without = dict(pol, spec={k: v for k, v in spec.items() if k != "paramKind"})
+    rep = audit.audit([model.from_json(without, "t"), model.from_json(bind, "t")], "1.34")
+    [f] = [f for f in rep.findings if f.rule == "policy-bootstrap-intercept"]
+    assert "matchConstraints" not in f.fix.patch_yaml

@@ -26,6 +26,10 @@ class Readiness:
     status: int | None = None
     failing: list[str] = field(default_factory=list)  # e.g. poststarthook/start-kubernetes-service-cidr-controller
     detail: str = ""
+    # times a wait saw it go from answering to not answering: a restart (1.33+ exits when a post-start hook has
+    # not finished within 60 s, and its kubelet starts it again). At least that many: a short gap can fall
+    # between two probes.
+    restarts: int = 0
 
     @property
     def failing_hooks(self) -> list[str]:
@@ -112,9 +116,16 @@ def wait_for(probes: list, timeout: float, interval: float = 2.0, on_tick=None) 
     """``wait`` with any probes (each a function returning a Readiness): a node's own kubectl, say."""
     deadline = time.monotonic() + timeout
     behind_auth_since: dict[str, float] = {}
+    answering: dict[int, bool] = {}  # per probe: did the last probe get an answer
+    gaps: dict[int, int] = {}
     while True:
         now = time.monotonic()
         states = [p() for p in probes]
+        for i, s in enumerate(states):
+            if answering.get(i) and not s.reachable:
+                gaps[i] = gaps.get(i, 0) + 1
+            answering[i] = s.reachable
+            s.restarts = gaps.get(i, 0)
         for s in states:
             if s.ready is None:
                 behind_auth_since.setdefault(s.url, now)

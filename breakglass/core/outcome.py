@@ -104,14 +104,17 @@ def readiness_lines(entry: dict) -> tuple[list[str], list[str]]:
     ok, bad = [], []
     for c in entry.get("checks") or []:
         url = str(c.get("url", "")).split("/readyz")[0]
+        n = c.get("restarts") or 0
+        seen = (f" after {n} restart{'s' if n != 1 else ''} of the apiserver seen while waiting (its port closed "
+                f"and opened again)") if n else ""
         if c.get("ready") is True:
-            ok.append(f"{url}: /readyz ready")
+            ok.append(f"{url}: /readyz ready{seen}")
         elif c.get("ready") is None:
             bad.append(f"{url}: serving, but /readyz is not shown to these credentials (not verified ready)")
         else:
             failing = c.get("failing") or []
             bad.append(f"{url}: /readyz NOT READY" + (f" ({', '.join(failing)} failing)" if failing else
-                                                       f" ({c.get('detail', '')})"))
+                                                       f" ({c.get('detail', '')})") + seen)
     if entry.get("stopped"):
         bad.append("stopped waiting for /readyz before it was ready")
     if entry.get("unchecked"):

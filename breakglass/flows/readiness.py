@@ -53,7 +53,7 @@ def to_json(states: list, unchecked: str = "", stopped: bool = False, source: st
     return {"ready": all_ready(states) and not unchecked and not stopped, "source": source,
             "unchecked": unchecked, "stopped": stopped, "still_armed": list(still_armed or []),
             "checks": [{"url": s.url, "ready": s.ready, "status": s.status, "failing": list(s.failing),
-                        "detail": s.detail} for s in states]}
+                        "detail": s.detail, "restarts": getattr(s, "restarts", 0)} for s in states]}
 
 
 def record(run: Run, states: list, unchecked: str = "", stopped: bool = False, source: str = "") -> dict:

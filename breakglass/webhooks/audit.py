@@ -225,13 +225,16 @@ def singular(resource: str) -> str:
 
 
 def _fix_from_conditions(resource: str, name: str, webhook: str | None, conds: list[dict],
-                         vendor_note: str | None = None, cfg: AdmissionConfig | None = None) -> Fix:
+                         vendor_note: str | None = None, cfg: AdmissionConfig | None = None,
+                         exclude: list[dict] | None = None) -> Fix:
     import yaml  # noqa: PLC0415
 
     if webhook is not None:
         patch = {"webhooks": [{"name": webhook, "matchConditions": conds}]}
     else:
         patch = {"spec": {"matchConditions": conds}}
+        if exclude:  # an atomic list: the policy's own exclusions are kept in it
+            patch["spec"]["matchConstraints"] = {"excludeResourceRules": exclude}
     body = json.dumps(patch, separators=(",", ":"))
     command = f"kubectl patch {singular(resource)} {name} --type=strategic -p {shlex.quote(body)}"
     if vendor_note is None and webhook is not None:
@@ -463,7 +466,24 @@ def _describe_writes(ws) -> str:
 def _fix_writes(cfg: AdmissionConfig, webhook: Webhook | None, hits: list[intercept.Hit]) -> Fix:
     return _fix_from_conditions(cfg.resource, cfg.name, webhook.name if webhook else None,
                                 match_conditions_for_hits(hits),
-                                _vendor_note(cfg, webhook.name if webhook else None), cfg)
+                                _vendor_note(cfg, webhook.name if webhook else None), cfg,
+                                _param_exclusions(cfg, hits) if webhook is None else None)
+
+
+def _param_exclusions(cfg: AdmissionConfig, hits: list[intercept.Hit]) -> list[dict] | None:
+    """A policy with a paramKind refuses (``failed to configure policy``) while a starting apiserver has not
+    resolved that kind, and that check comes before any matchCondition (k8s.io/apiserver policy/validating
+    dispatcher): the apiserver's own cluster-scoped writes must leave its matchConstraints instead."""
+    spec = (cfg.raw or {}).get("spec") if isinstance(cfg.raw, dict) else None
+    if not isinstance(spec, dict) or not spec.get("paramKind"):
+        return None
+    own = [w for w in dict.fromkeys(h.write for h in hits) if w.by_apiserver and w.cluster_scoped]
+    if not own:
+        return None
+    kept = ((spec.get("matchConstraints") or {}).get("excludeResourceRules") or [])
+    ours = [{"apiGroups": [w.group], "apiVersions": ["*"], "operations": ["*"], "scope": "Cluster",
+             "resources": [w.resource + (f"/{w.subresource}" if w.subresource else "")]} for w in own]
+    return [*kept, *(r for r in ours if r not in kept)]
 
 
 def _self_intercept(w: Webhook, ns: str) -> bool:
