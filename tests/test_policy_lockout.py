@@ -1,4 +1,4 @@
-"""Issue 47: the lockout with no webhook to call. A fail-closed ValidatingAdmissionPolicy and binding (the sandbox's
+"""Issue 47: the lockout with no webhook to call (and §5: the same with a MutatingAdmissionPolicy, on 1.36). A fail-closed ValidatingAdmissionPolicy and binding (the sandbox's
 ``policy-deadlock`` scenario) refuse the default ServiceCIDR a 1.34 apiserver must create after an upgrade from 1.32.
 Real kube-apiserver and etcd: the apiserver's own log names no one, its audit log names the policy; the etcd way out
 lets it start; the revert is refused while the apiserver says the binding would refuse its writes again, and goes
@@ -12,7 +12,7 @@ import os
 import signal
 
 from breakglass.sandbox import controlplane
-from tests.real_control_plane import binary_for, real_sandbox  # noqa: F401 - the fixture
+from tests.real_control_plane import binary_for, later_build, real_sandbox  # noqa: F401 - the fixture
 from tests.real_engines import wait_for
 
 HOOK = "poststarthook/start-kubernetes-service-cidr-controller"
@@ -103,3 +103,44 @@ def test_the_same_policy_is_harmless_to_a_132_upgrade_source(real_sandbox):
     _, binary = binary_for("1.32")
     sb = real_sandbox(binary, "policy-deadlock")
     assert sb.wait(True)["ready"]
+
+
+@later_build
+def test_a_mutating_policy_that_fails_closed_is_named_got_past_and_its_revert_checked(real_sandbox, tmp_path):
+    """1.36 serves MutatingAdmissionPolicy: one whose expression fails on an object without an annotation refuses
+    the default ServiceCIDR. Its refusal says only `policy 'NAME' with binding 'B'`; diagnose calls it mutating,
+    recover removes the binding's key, the revert's trial (a mutating copy and marker) refuses to put it back until
+    the audit's fix is on the policy.
+
+    Cost: one sandbox on kube-apiserver 1.36 (booted, restarted into the outage), the recovery's wait for
+    /readyz, two trials through the apiserver."""
+    _, binary = binary_for("1.36")
+    sb = real_sandbox(binary, "mutating-policy-deadlock")
+    sb.wait(False, failing=HOOK)
+    both = sb.cli("diagnose", sb.api["log"], sb.api["audit_log"], "-o", "json")
+    assert both.returncode == 3, both.stderr.decode()
+    result = _json(both)
+    lead = result["findings"][0]
+    assert (lead["policy"], lead["binding"], lead["webhook_type"]) == ("stamp-owner", "stamp-owner", "mutating")
+    ways = {r["method"]: r for r in result["remedies"]}
+    assert ways["talos"]["plugins"] == ["MutatingAdmissionPolicy"]
+    diag = tmp_path / "diag.json"
+    diag.write_bytes(both.stdout)
+    rec = sb.cli("recover", "etcd", "--diagnosis", str(diag), "--etcd-endpoints", sb.endpoint, "--apiserver",
+                 sb.api["url"], "--yes", timeout=600)
+    assert rec.returncode == 0, rec.stdout.decode() + rec.stderr.decode()
+    key = "/registry/mutatingadmissionpolicybindings/stamp-owner"
+    assert sb.etcd_value(key) is None
+    refused = sb.cli("revert", "--yes", "--kubeconfig", sb.api["kubeconfig"], timeout=300)
+    assert refused.returncode == 4 and "MutatingAdmissionPolicy 'stamp-owner'" in refused.stderr.decode()
+    audit = sb.cli("audit", "--etcd-endpoints", sb.endpoint, "-o", "json")
+    [finding] = [f for f in _json(audit)["findings"] if f["configuration"].endswith("stamp-owner")]
+    import yaml
+
+    status, out = sb.client().call("PATCH", "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/"
+                                   "stamp-owner", yaml.safe_load(finding["fix"]["patch_yaml"]),
+                                   "application/strategic-merge-patch+json")
+    assert status == 200, out
+    ok = sb.cli("revert", "--yes", "--kubeconfig", sb.api["kubeconfig"], timeout=300)
+    assert ok.returncode == 0, ok.stdout.decode() + ok.stderr.decode()
+    assert sb.etcd_value(key) is not None

@@ -32,6 +32,7 @@ class Scenario(str, enum.Enum):
     deadlock = "deadlock"
     fail_open = "fail-open"
     policy_deadlock = "policy-deadlock"
+    mutating_policy_deadlock = "mutating-policy-deadlock"
     healthy = "healthy"
 
 
@@ -54,7 +55,8 @@ def sandbox_up(sandbox_dir: SandboxDirOpt = None, state_dir: StateDirOpt = None,
                scenario: Annotated[Scenario, typer.Option(
                    help="With --apiserver: deadlock (the Talos/Kyverno upgrade outage; 1.33+ never becomes ready), "
                         "fail-open (Gatekeeper-shaped, requests leak), policy-deadlock (the same upgrade locked "
-                        "by a fail-closed ValidatingAdmissionPolicy, no webhook in it), or healthy.")] = Scenario.deadlock,
+                        "by a fail-closed ValidatingAdmissionPolicy, no webhook in it), mutating-policy-deadlock "
+                        "(the same with a MutatingAdmissionPolicy; 1.36+), or healthy.")] = Scenario.deadlock,
                node: Annotated[NodeKind, typer.Option(
                    help="With --apiserver: what the node's apiserver obeys: kubeadm (a static-pod manifest) or talos "
                         "(a machine config made by Talos' own generator; needs `make go-components`).")
@@ -291,11 +293,12 @@ def _render_sandbox(st: dict) -> str:
         out += [f"REHEARSAL: kube-apiserver {api['version']}, scenario {api['scenario']}, {api['node']} node",
                 f"  apiserver: {api['url']} {'READY' if api['ready'] else 'NOT READY'}"]
         out += [f"    failing: {c}" for c in api["failing"]]
-        policy_only = api["scenario"] == "policy-deadlock"
+        policy_only = api["scenario"] in ("policy-deadlock", "mutating-policy-deadlock")
         backend = (f"{api['engine']} (the real engine)" if api.get("engine") else
                    f"stand-in, {api['webhook_url']}")
         if policy_only:  # the lock is an admission policy inside the apiserver: no backend of its own
-            out.append("  the lock: a fail-closed ValidatingAdmissionPolicy in the apiserver (no backend to wait for)"
+            kind = "Mutating" if api["scenario"].startswith("mutating") else "Validating"
+            out.append(f"  the lock: a fail-closed {kind}AdmissionPolicy in the apiserver (no backend to wait for)"
                        + (f"; {api['engine']}, which generated it: "
                           f"{'up' if api['backend_running'] else 'down'}" if api.get("engine") else ""))
         else:
@@ -309,11 +312,11 @@ def _render_sandbox(st: dict) -> str:
     out.append("next:")
     out.append("  breakglass wizard                  (all of it, step by step; way in: sandbox)")
     logs = [st["files"].get("apiserver_log", "")]
-    if api and api["scenario"] == "policy-deadlock":  # a policy's refusal is only in the audit log
+    if api and api["scenario"].endswith("policy-deadlock"):  # a policy's refusal is only in the audit log
         logs.append(st["files"].get("audit_log", ""))
     out.append(f"  breakglass diagnose {' '.join(x for x in logs if x)}")
     out.append(f"  breakglass audit {st['flags']}")
-    if api and (api["scenario"] != "policy-deadlock" or api.get("engine")):
+    if api and (not api["scenario"].endswith("policy-deadlock") or api.get("engine")):
         out.append("  breakglass sandbox backend start   (the policy engine is back"
                    + (f": {api['engine']} itself)" if api.get("engine") else ")"))
         if api.get("tunnel"):

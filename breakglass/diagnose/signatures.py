@@ -210,8 +210,10 @@ POLICY_DENIED = Guarded(re.compile(r"(?:(?P<kind>Validating|Mutating)AdmissionPo
                                    re.S), "AdmissionPolicy", "denied")
 # An admission policy that could not be evaluated: with failurePolicy Fail the request is refused with this in the
 # policy's message (policy/validating and policy/generic dispatchers: a paramKind not yet synced or not known, a
-# param missing, a binding that cannot match). Nothing answered "no": the policy is broken, or not ready yet.
+# param missing, a binding that cannot match; an expression that errors on this object). Nothing answered "no": the
+# policy is broken for this write, or not ready yet.
 POLICY_CONFIG_ERROR = re.compile(r"failed\s*to\s*configure\s*(?:policy|binding)|paramKind\s*kind\s*`"
+                                 r"|resulted\s*in\s*error|failed\s*expression"
                                  r"|failed\s*to\s*find\s*REST\s*mapping|unrecognized\s*failure\s*policy")
 # audit annotations logs.formats appends to an audit event's message (`KEY=VALUE` of the webhook invocations)
 _AUDIT_NOTES = re.compile(r"\s[\w.-]*webhook\.admission\.k8s\.io/\S*=")

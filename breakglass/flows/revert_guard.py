@@ -203,13 +203,13 @@ def hooks_from_cluster_configs(configs) -> list[Hook]:
 
 
 def policies_from_backups(run, st) -> list[dict]:
-    """The ValidatingAdmissionPolicies and bindings an etcd or kubeapi run's revert puts back, as backed up."""
+    """The admission policies and bindings an etcd or kubeapi run's revert puts back, as backed up."""
     from breakglass.webhooks import codec, model  # noqa: PLC0415
 
     out = []
     for s in st.steps:
         b = s.backup or {}
-        if s.step.data.get("kind") not in (model.VAP, model.VAP_BINDING):
+        if s.step.data.get("kind") not in (model.VAP, model.VAP_BINDING, model.MAP, model.MAP_BINDING):
             continue
         try:
             if "value" in b and b.get("value_sha256"):
@@ -220,8 +220,8 @@ def policies_from_backups(run, st) -> list[dict]:
                 continue
         except (BreakglassError, OSError, ValueError):
             continue
-        if isinstance(obj, dict) and obj.get("kind") in ("ValidatingAdmissionPolicy",
-                                                         "ValidatingAdmissionPolicyBinding"):
+        if isinstance(obj, dict) and obj.get("kind") in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                                                         "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"):
             out.append(obj)
     return out
 
@@ -231,28 +231,30 @@ def policy_pairs(objs: list[dict], api) -> list[tuple[dict, dict]] | str:
     the apiserver serves it), a policy with the bindings the apiserver serves for it. A string: why not."""
     from breakglass.webhooks import policy_trial  # noqa: PLC0415
 
-    policies = {o["metadata"]["name"]: o for o in objs if o.get("kind") == "ValidatingAdmissionPolicy"}
-    bindings = [o for o in objs if o.get("kind") == "ValidatingAdmissionPolicyBinding"]
     pairs = []
-    try:
-        for b in bindings:
-            name = str((b.get("spec") or {}).get("policyName", ""))
-            pol = policies.get(name)
-            if pol is None:
-                status, pol = api.request("GET", f"{policy_trial.POLICIES}/{name}")
+    for kind, (ppath, bpath) in policy_trial.PATHS.items():
+        policies = {o["metadata"]["name"]: o for o in objs if o.get("kind") == kind}
+        bindings = [o for o in objs if o.get("kind") == kind + "Binding"]
+        try:
+            for b in bindings:
+                name = str((b.get("spec") or {}).get("policyName", ""))
+                pol = policies.get(name)
+                if pol is None:
+                    status, pol = api.request("GET", f"{ppath}/{name}")
+                    if status != 200:
+                        continue  # a binding to no policy refuses nothing
+                    pol = {**pol, "kind": kind}
+                pairs.append((pol, b))
+            bound = {str((b.get("spec") or {}).get("policyName", "")) for b in bindings}
+            for name, pol in policies.items():
+                if name in bound:
+                    continue
+                status, doc = api.request("GET", bpath)
                 if status != 200:
-                    continue  # a binding to no policy refuses nothing
-            pairs.append((pol, b))
-        bound = {str((b.get("spec") or {}).get("policyName", "")) for b in bindings}
-        for name, pol in policies.items():
-            if name in bound:
-                continue
-            status, doc = api.request("GET", policy_trial.BINDINGS)
-            if status != 200:
-                return f"could not list the bindings ({status})"
-            pairs += [(pol, b) for b in doc.get("items") or [] if (b.get("spec") or {}).get("policyName") == name]
-    except BreakglassError as e:
-        return str(e)
+                    return f"could not list the bindings ({status})"
+                pairs += [(pol, b) for b in doc.get("items") or [] if (b.get("spec") or {}).get("policyName") == name]
+        except BreakglassError as e:
+            return str(e)
     return pairs
 
 
@@ -273,9 +275,10 @@ def try_policies(objs: list[dict], api) -> list[BackendState]:
     out = []
     for pol, b in pairs:
         t = policy_trial.run(api, pol, b)
+        kind = str(pol.get("kind", "ValidatingAdmissionPolicy")).lower()
         out.append(BackendState(f"policy {t.policy} (binding {t.binding})",
                                 None if t.refuses is None else not t.refuses, t.detail, [f"policy {t.policy}"],
-                                check=f"kubectl get validatingadmissionpolicy {t.policy} -o yaml", policy=True))
+                                check=f"kubectl get {kind} {t.policy} -o yaml", policy=True))
     return out
 
 

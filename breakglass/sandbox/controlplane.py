@@ -65,6 +65,10 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
     ``tunnel``: webhook calls through a real konnectivity server and agent (sandbox.tunnel); None: for the
     fail-open scenario wherever konnectivity is built."""
     ver = apiserver.version(binary.verify())
+    if scenario == "mutating-policy-deadlock" and apiserver.minor(ver) < scenarios.MUTATING_POLICY_SINCE:
+        since = scenarios.MUTATING_POLICY_SINCE
+        raise BadInput(f"kube-apiserver {ver} does not serve MutatingAdmissionPolicy by default (1.{since} and newer "
+                       f"do)", hint="--apiserver build/kube-apiserver/v1.36.3/kube-apiserver")
     layout = Layout(directory)
     keys = pkimod.make(layout.pki_dir)
     port, backend_port = free_port(), free_port()
@@ -90,9 +94,10 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
         _settle(client, ver)
         if engine:
             _install_engine(directory, info, engine, scenario, client, say)
-        elif scenario == "policy-deadlock":
-            say("installing a fail-closed ValidatingAdmissionPolicy and binding as their operator would")
-            for path, obj in scenarios.owner_label_policy():
+        elif scenario in scenarios.POLICIES:
+            kind = "MutatingAdmissionPolicy" if scenario.startswith("mutating") else "ValidatingAdmissionPolicy"
+            say(f"installing a fail-closed {kind} and binding as their operator would")
+            for path, obj in scenarios.policy_objects(scenario):
                 client.must("POST", path, obj)
         else:
             say(f"installing the {scenario} webhook as its operator would")

@@ -13,6 +13,9 @@
   generates from a ConstraintTemplate by default). The policy runs inside the apiserver: there is no backend to
   come back, and a restart of anything changes nothing. On 1.33 and newer the restarted apiserver's default
   ServiceCIDR is refused and it never becomes ready.
+- ``mutating-policy-deadlock``: the same, with a MutatingAdmissionPolicy (served by default from 1.36): it copies
+  an object's ``team`` annotation into an ``owner`` label, and its expression fails on an object without the
+  annotation, which with failurePolicy Fail refuses the write (the apiserver's default ServiceCIDR has none).
 - ``healthy``: the same Kyverno-shaped webhook with its backend up.
 
 The webhooks call a ``url:`` on loopback (never a Service's cluster IP), with the sandbox CA as caBundle.
@@ -22,9 +25,11 @@ from __future__ import annotations
 
 import base64
 
-SCENARIOS = ("deadlock", "fail-open", "policy-deadlock", "healthy")
+SCENARIOS = ("deadlock", "fail-open", "policy-deadlock", "mutating-policy-deadlock", "healthy")
 # the scenarios whose restart is the 1.32 upgrade: the bootstrap objects 1.33+ must create are removed first
-UPGRADES = ("deadlock", "policy-deadlock")
+UPGRADES = ("deadlock", "policy-deadlock", "mutating-policy-deadlock")
+POLICIES = ("policy-deadlock", "mutating-policy-deadlock")  # locked by an admission policy, no webhook
+MUTATING_POLICY_SINCE = 36  # MutatingAdmissionPolicy v1, on by default (k8s.io/apiserver features: GA in 1.36)
 
 KYVERNO_NAME = "kyverno-resource-validating-webhook-cfg"
 GATEKEEPER_NAME = "gatekeeper-validating-webhook-configuration"
@@ -86,6 +91,37 @@ def webhooks(scenario: str, url: str, ca_path: str) -> list[dict]:
 POLICY_NAME = "require-owner-label"
 VAP_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
 VAPB_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+MAP_NAME = "stamp-owner"
+MAP_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies"
+MAPB_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings"
+
+
+def owner_stamp_policy() -> list[tuple[str, dict]]:
+    """A MutatingAdmissionPolicy and binding as an operator writes them: every cluster-scoped object created gets
+    its ``team`` annotation as an ``owner`` label. On an object without the annotation the expression fails, and
+    failurePolicy Fail turns that into a refusal."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": MAP_NAME},
+        "spec": {"failurePolicy": "Fail", "reinvocationPolicy": "Never",
+                 "matchConstraints": {"resourceRules": [{
+                     "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"],
+                     "operations": ["CREATE"], "scope": "Cluster"}]},
+                 "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {
+                     "expression": 'Object{metadata: Object.metadata{labels: {"owner": '
+                                   'object.metadata.annotations["team"]}}}'}}]},
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": MAP_NAME}, "spec": {"policyName": MAP_NAME},
+    }
+    return [(MAP_PATH, policy), (MAPB_PATH, binding)]
+
+
+def policy_objects(scenario: str) -> list[tuple[str, dict]]:
+    return owner_stamp_policy() if scenario == "mutating-policy-deadlock" else owner_label_policy()
 
 
 def owner_label_policy() -> list[tuple[str, dict]]:

@@ -1,7 +1,8 @@
-"""Would a ValidatingAdmissionPolicy that a revert puts back refuse the cluster's way back? The apiserver is asked.
+"""Would an admission policy that a revert puts back refuse the cluster's way back? The apiserver is asked.
 
 An admission policy runs inside the apiserver: there is no backend to call, and its CEL is the apiserver's to
-evaluate (breakglass does not re-implement CEL). So before a revert restores a policy or its binding, a copy of
+evaluate (breakglass does not re-implement CEL). So before a revert restores a ValidatingAdmissionPolicy or a
+MutatingAdmissionPolicy, or its binding, a copy of
 the pair is written under names of its own, with one more matchCondition that matches only this trial's requests
 (an annotation carrying a random token): no other request meets the copy, so nothing in the cluster is refused
 meanwhile. Then, as kube-apiserver itself (``Impersonate-User: system:apiserver``: its loopback writes are made as
@@ -26,6 +27,10 @@ from breakglass.core.errors import BreakglassError
 
 GROUP = "/apis/admissionregistration.k8s.io/v1"
 POLICIES, BINDINGS = f"{GROUP}/validatingadmissionpolicies", f"{GROUP}/validatingadmissionpolicybindings"
+MUTATING_POLICIES = f"{GROUP}/mutatingadmissionpolicies"
+MUTATING_BINDINGS = f"{GROUP}/mutatingadmissionpolicybindings"
+PATHS = {"ValidatingAdmissionPolicy": (POLICIES, BINDINGS), "MutatingAdmissionPolicy": (MUTATING_POLICIES,
+                                                                                        MUTATING_BINDINGS)}
 ANNOTATION = "breakglass.io/trial"
 APISERVER = {"Impersonate-User": "system:apiserver", "Impersonate-Group": "system:masters"}
 MARKER_MESSAGE = "breakglass trial marker"
@@ -58,27 +63,34 @@ def _token_condition(token: str) -> dict:
 
 def _copies(policy: dict, binding: dict, token: str) -> tuple[dict, dict]:
     name = f"breakglass-trial-{token}"
+    kind = policy.get("kind", "ValidatingAdmissionPolicy")
     spec = copy.deepcopy(policy.get("spec") or {})
     spec["matchConditions"] = [_token_condition(token), *(spec.get("matchConditions") or [])]
     bspec = copy.deepcopy(binding.get("spec") or {})
     bspec["policyName"] = name
-    return ({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-             "metadata": {"name": name}, "spec": spec},
-            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-             "metadata": {"name": name}, "spec": bspec})
+    return ({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": name}, "spec": spec},
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind + "Binding", "metadata": {"name": name},
+             "spec": bspec})
 
 
-def _marker(token: str) -> tuple[dict, dict]:
+def _marker(token: str, kind: str) -> tuple[dict, dict]:
+    """A policy of the same kind (same watch) that refuses every request carrying ``token``: a validation that is
+    false, or a mutation whose expression fails (a key the probe does not have) under failurePolicy Fail."""
     name = f"breakglass-trial-{token}"
-    return ({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-             "metadata": {"name": name},
-             "spec": {"failurePolicy": "Fail", "matchConditions": [_token_condition(token)],
-                      "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                                              "resources": ["configmaps"],
-                                                              "operations": ["CREATE"]}]},
-                      "validations": [{"expression": "false", "message": MARKER_MESSAGE}]}},
-            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-             "metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}})
+    spec = {"failurePolicy": "Fail", "matchConditions": [_token_condition(token)],
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                    "resources": ["configmaps"], "operations": ["CREATE"]}]}}
+    bspec = {"policyName": name}
+    if kind == "MutatingAdmissionPolicy":
+        spec.update(reinvocationPolicy="Never", mutations=[{"patchType": "ApplyConfiguration", "applyConfiguration": {
+            "expression": 'Object{metadata: Object.metadata{labels: {"x": object.metadata.annotations['
+                          '"breakglass.io/no-such-key"]}}}'}}])
+    else:
+        spec["validations"] = [{"expression": "false", "message": MARKER_MESSAGE}]
+        bspec["validationActions"] = ["Deny"]
+    return ({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": name}, "spec": spec},
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind + "Binding", "metadata": {"name": name},
+             "spec": bspec})
 
 
 def _probe(kind: str, body: dict, token: str) -> dict:
@@ -98,12 +110,14 @@ def run(api, policy: dict, binding: dict, seconds: float = 20.0) -> Trial:
     """The trial of one policy and binding (objects as the API serves them), through ``api`` (access.kubeapi.Api)."""
     pname = str((policy.get("metadata") or {}).get("name", "?"))
     bname = str((binding.get("metadata") or {}).get("name", "?"))
+    kind = policy.get("kind") if policy.get("kind") in PATHS else "ValidatingAdmissionPolicy"
+    policies, bindings = PATHS[kind]
     token, mark = secrets.token_hex(4), secrets.token_hex(4)
     cp, cb = _copies(policy, binding, token)
-    mp, mb = _marker(mark)
+    mp, mb = _marker(mark, kind)
     made: list[str] = []
     try:
-        for path, obj in ((POLICIES, cp), (BINDINGS, cb), (POLICIES, mp), (BINDINGS, mb)):
+        for path, obj in ((policies, cp), (bindings, cb), (policies, mp), (bindings, mb)):
             status, doc = api.request("POST", path, obj, forbidden_returns=True)
             if status not in (200, 201):
                 return Trial(pname, bname, None, f"could not write the trial's copy ({status}: "
@@ -111,7 +125,7 @@ def run(api, policy: dict, binding: dict, seconds: float = 20.0) -> Trial:
             made.append(f"{path}/{obj['metadata']['name']}")
         if not _marker_in_effect(api, mark, mp["metadata"]["name"], seconds):
             return Trial(pname, bname, None, f"the apiserver did not load the trial's policies within {seconds:.0f} s")
-        return _try_writes(api, pname, bname, token, cp["metadata"]["name"], seconds)
+        return _try_writes(api, pname, bname, token, cp["metadata"]["name"], seconds, kind)
     except BreakglassError as e:
         return Trial(pname, bname, None, f"the trial could not be made: {e}")
     finally:
@@ -136,12 +150,13 @@ def _marker_in_effect(api, token: str, name: str, seconds: float) -> bool:
         time.sleep(0.2)
 
 
-def _try_writes(api, pname: str, bname: str, token: str, copy_name: str, seconds: float) -> Trial:
+def _try_writes(api, pname: str, bname: str, token: str, copy_name: str, seconds: float,
+                kind: str = "ValidatingAdmissionPolicy") -> Trial:
     tried, refused = [], []
-    for path, kind, body in _WRITES:
+    for path, write, body in _WRITES:
         deadline = time.monotonic() + min(seconds, 10.0)
         while True:
-            status, doc = api.request("POST", path, _probe(kind, body, token), query="dryRun=All",
+            status, doc = api.request("POST", path, _probe(write, body, token), query="dryRun=All",
                                       forbidden_returns=True, headers=APISERVER)
             # the live policy refusing already (through another of its bindings) blocks the way back all the same
             why = _refused_by(doc, status, copy_name) or _refused_by(doc, status, pname)
@@ -151,17 +166,17 @@ def _try_writes(api, pname: str, bname: str, token: str, copy_name: str, seconds
                 continue
             break
         if status == 404:
-            tried.append(f"{kind}: not served here")
+            tried.append(f"{write}: not served here")
         elif status == 403 and "impersonate" in str(doc.get("message", "")):
             return Trial(pname, bname, None, "these credentials cannot act as system:apiserver (impersonate), "
                                              "as the trial must to see what the apiserver's own writes meet")
         elif why is not None:
-            refused.append(kind)
-            tried.append(f"{kind}: refused: {why.replace(copy_name, pname)}")
+            refused.append(write)
+            tried.append(f"{write}: refused: {why.replace(copy_name, pname)}")
         else:
-            tried.append(f"{kind}: admitted" if status in (200, 201) else
-                         f"{kind}: not refused by the policy ({status}: {str(doc.get('message', ''))[:120]})")
-    who = f"ValidatingAdmissionPolicy '{pname}' (binding '{bname}')"
+            tried.append(f"{write}: admitted" if status in (200, 201) else
+                         f"{write}: not refused by the policy ({status}: {str(doc.get('message', ''))[:120]})")
+    who = f"{kind} '{pname}' (binding '{bname}')"
     if refused:
         first = next(t for t in tried if t.startswith(refused[0] + ":"))
         return Trial(pname, bname, True, f"{who} refuses the apiserver's own {', '.join(refused)} writes, as the "
