@@ -119,3 +119,23 @@ def test_a_policy_with_a_paramkind_is_fixed_in_its_match_constraints_not_only_it
     rep = audit.audit([model.from_json(without, "t"), model.from_json(bind, "t")], "1.34")
     [f] = [f for f in rep.findings if f.rule == "policy-bootstrap-intercept"]
     assert "matchConstraints" not in f.fix.patch_yaml
+
+
+def test_a_start_that_ends_and_starts_again_is_said_with_how_many_starts():
+    """1.33+ ends a start whose hooks did not finish in 60 s; the verdict counts the starts and says the way out
+    must land within one."""
+    lines = []
+    for pid, base in ((100, 0), (200, 1), (300, 2)):
+        lines.append(f"I1206 08:1{base}:00.000000   {pid} server.go:150] Version: v1.34.4")
+        for s in range(1, 59, 3):
+            lines.append(f'I1206 08:1{base}:{s:02d}.100000   {pid} event.go:389] "Event occurred" object="" '
+                         f'fieldPath="" kind="ServiceCIDR" apiVersion="networking.k8s.io/v1" type="Warning" '
+                         f'reason="KubernetesDefaultServiceCIDRError" message="The default ServiceCIDR can not be '
+                         f'created"')
+        if pid != 300:
+            lines.append(f'F1206 08:1{base}:59.900000   {pid} hooks.go:204] PostStartHook '
+                         f'"start-service-ip-repair-controllers" failed: unable to perform initial IP and Port '
+                         f'allocation check')
+    r = diagnose_text("\n".join(lines) + "\n")
+    assert r.verdict.state == "stuck", r.verdict
+    assert "started 3 times" in r.verdict.explanation

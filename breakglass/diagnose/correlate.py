@@ -153,6 +153,7 @@ class Correlator:
         # webhook …`): a Lease
         # there with no namespace is the apiserver's identity lease, not a node's or a controller's.
         self.apiserver_sources: set[str] = set()
+        self.starts: dict[str, int] = {}  # source -> kube-apiserver processes started in it (`Version: …` lines)
         self.matched = 0
         # Lines of other clusters in one input (a copied example log beside the real one, two clusters' pastes):
         # a webhook's lines are one finding unless a source shows it served by another backend than the sources
@@ -373,6 +374,7 @@ class Correlator:
         starts are not one hook failing for minutes, and a start that is stuck now is stuck on what it logs."""
         self.matched -= 1  # bookkeeping, not an event about a problem
         here = ev.record.source
+        self.starts[here] = self.starts.get(here, 0) + 1
         for key, acc in list(self.accs.items()):
             # a bootstrap write an earlier start made (or failed) says nothing of this start's: a 1.32 boot that
             # created its ServiceCIDR, then a restart whose create is refused, is stuck now

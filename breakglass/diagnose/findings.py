@@ -1097,4 +1097,13 @@ def build_all(c: Correlator) -> tuple[list[Finding], Verdict, list[Finding]]:
         f.id = f"F{i}"
     for i, f in enumerate(notices, 1):
         f.id = f"N{i}"
-    return found, verdict(found, notices), notices
+    v = verdict(found, notices)
+    restarts = max(c.starts.values(), default=0) - 1
+    exits = any(f.family == "bootstrap-stuck" and "exits" in f.title for f in found)
+    if restarts >= 1 and exits and v.state in (DEADLOCKED, DEADLOCK_LIKELY, STUCK):
+        # 1.33+ ends a start whose post-start hooks have not finished within 60 s (kubernetes/kubernetes#141220):
+        # the kubelet starts it again, so a way out must land within one start
+        v.explanation += (f" kube-apiserver started {restarts + 1} times in one log here, and a start that could "
+                          f"not finish ended: its kubelet starts it again. A way out through etcd or a node's files "
+                          f"lands whichever start is running, and is verified on the start that comes up ready.")
+    return found, v, notices
