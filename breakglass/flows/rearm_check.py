@@ -27,6 +27,12 @@ VISIBLE_WAIT = 30.0  # how long a restored configuration may take to appear thro
 
 def restored_configs(run, st) -> list[dict]:
     """The configuration objects an etcd or kubeapi revert put back (their backups)."""
+    return backed_up(run, st, ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"))
+
+
+def backed_up(run, st, kinds: tuple[str, ...]) -> list[dict]:
+    """The objects of ``kinds`` a run's steps backed up (etcd values decoded, API objects read), verified by their
+    checksums; a backup that cannot be read is left out."""
     from breakglass.webhooks import codec  # noqa: PLC0415
 
     out = []
@@ -41,8 +47,7 @@ def restored_configs(run, st) -> list[dict]:
                 continue
         except (BreakglassError, OSError, ValueError):
             continue
-        if isinstance(obj, dict) and obj.get("kind") in ("ValidatingWebhookConfiguration",
-                                                          "MutatingWebhookConfiguration"):
+        if isinstance(obj, dict) and obj.get("kind") in kinds:
             out.append(obj)
     return out
 

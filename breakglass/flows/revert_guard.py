@@ -204,26 +204,10 @@ def hooks_from_cluster_configs(configs) -> list[Hook]:
 
 def policies_from_backups(run, st) -> list[dict]:
     """The admission policies and bindings an etcd or kubeapi run's revert puts back, as backed up."""
-    from breakglass.webhooks import codec, model  # noqa: PLC0415
+    from breakglass.flows.rearm_check import backed_up  # noqa: PLC0415
 
-    out = []
-    for s in st.steps:
-        b = s.backup or {}
-        if s.step.data.get("kind") not in (model.VAP, model.VAP_BINDING, model.MAP, model.MAP_BINDING):
-            continue
-        try:
-            if "value" in b and b.get("value_sha256"):
-                obj = codec.decode_value(run.read_backup(b["value"], b["value_sha256"])).obj
-            elif "object" in b and b.get("object_sha256"):
-                obj = json.loads(run.read_backup(b["object"], b["object_sha256"]))
-            else:
-                continue
-        except (BreakglassError, OSError, ValueError):
-            continue
-        if isinstance(obj, dict) and obj.get("kind") in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-                                                         "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"):
-            out.append(obj)
-    return out
+    return backed_up(run, st, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                               "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"))
 
 
 def policy_pairs(objs: list[dict], api) -> list[tuple[dict, dict]] | str:
