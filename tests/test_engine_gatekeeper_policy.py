@@ -62,6 +62,7 @@ def test_gatekeepers_generated_policy_locks_the_upgrade_and_its_own_template_kee
         [f] = [f for f in audit["findings"] if f["configuration"].endswith(engines.GATEKEEPER_VAP)]
         lasting = f["fix"]["lasting"]
         assert lasting["form"] == "gatekeeper-template" and "generateVAP" in lasting["command"], lasting
+        assert "/source/matchCondition" in lasting["alternative"]  # the form that keeps the policy, said whole
 
         rec = sb.cli("recover", "etcd", "--diagnosis", str(diag), "--etcd-endpoints", sb.endpoint, "--apiserver",
                      sb.api["url"], "--yes", "-o", "json", timeout=600)

@@ -163,6 +163,9 @@ def lasting(place, indent: str) -> list[str]:
     else:
         out.append(f"{indent}by:")
         out += _command(indent + "  ", cmd)
+    if getattr(place, "alternative", ""):
+        out += _wrap(f"or, {place.alternative_why}:", indent, indent + "  ")
+        out += _command(indent + "  ", place.alternative)
     return out
 
 

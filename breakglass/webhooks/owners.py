@@ -192,10 +192,16 @@ class Placement:
     # the body of a `kubectl patch -p` command as YAML, for a file when the one line is too long to read (text
     # output gives `--patch-file`); the same change, its JSON values spaced so that they fold at a terminal's width
     patch_file: str = ""
+    # another whole command in the owner's surface, with what it trades (Gatekeeper: keep the generated policy)
+    alternative: str = ""
+    alternative_why: str = ""
 
     def to_json(self) -> dict:
-        return {"form": self.form, "owner": self.owner, "command": self.command, "snippet": self.snippet,
-                "note": self.note}
+        out = {"form": self.form, "owner": self.owner, "command": self.command, "snippet": self.snippet,
+               "note": self.note}
+        if self.alternative:
+            out.update(alternative=self.alternative, alternative_why=self.alternative_why)
+        return out
 
 
 def _yaml(doc) -> str:
@@ -224,14 +230,17 @@ def _gatekeeper_template(template: str, conds: list[dict], gitops) -> Placement:
             "its webhook keeps enforcing the template. Run it while the binding is gone (the way out): the policy "
             "refuses changes to cluster-scoped objects, the template included. The path assumes the "
             "K8sNativeValidation entry is the first of spec.targets[0].code (as in the Gatekeeper library). For every "
-            "template at once: --default-create-vap-for-templates=false (Helm: defaultCreateVAPForTemplates=false). "
-            "To keep the policy instead, its source's matchCondition list is copied into it: kubectl patch "
-            f"constrainttemplate {template} --type=json -p "
-            + shlex.quote(json.dumps(keep, separators=(',', ':')))[:160] + "… (the conditions above)"
+            "template at once: --default-create-vap-for-templates=false (Helm: defaultCreateVAPForTemplates=false)"
             + (f"; {gitops.name} re-applies the template: commit the change there" if gitops else ""))
     snippet = _yaml({"spec": {"targets": [{"target": "admission.k8s.gatekeeper.sh", "code": [
         {"engine": "K8sNativeValidation", "source": {"generateVAP": False}}]}]}})
-    return Placement("gatekeeper-template", "Gatekeeper", command, snippet, note)
+    alternative = (f"kubectl patch constrainttemplate {shlex.quote(template)} --type=json -p "
+                   + shlex.quote(json.dumps(keep, separators=(',', ':'))))
+    why = ("keeps the generated policy: its source's matchCondition list is copied into it on every reconcile, "
+           "and the apiserver's own writes are skipped once the paramKind resolves; until then a starting "
+           "apiserver is still refused")
+    return Placement("gatekeeper-template", "Gatekeeper", command, snippet, note, alternative=alternative,
+                     alternative_why=why)
 
 
 def place(cfg: model.AdmissionConfig, webhook: str | None, conds: list[dict], patch_command: str,
