@@ -149,3 +149,30 @@ def test_a_mutating_policy_that_fails_closed_is_named_got_past_and_its_revert_ch
     ok = sb.cli("revert", "--yes", "--kubeconfig", sb.api["kubeconfig"], timeout=300)
     assert ok.returncode == 0, ok.stdout.decode() + ok.stderr.decode()
     assert sb.etcd_value(key) is not None
+
+
+def test_the_wizard_gets_past_a_policy_lockout_and_says_what_makes_its_revert_safe(tmp_path):
+    """The wizard on the policy-deadlock sandbox, both logs given: it names the policy, offers the binding's own
+    changes (audit instead of deny, or delete), the apiserver comes up ready, and it says the revert waits for the
+    policy's fix (not for a backend, which a policy does not have).
+
+    Cost: one sandbox (kube-apiserver booted, restarted into the outage) and the wizard's wait for /readyz."""
+    from breakglass import sandbox
+    from breakglass.flows import wizard
+    from breakglass.present.prompts import ScriptedPrompter
+
+    _, binary = binary_for("1.34")
+    state = str(tmp_path / "state")
+    d = sandbox.default_dir(state)
+    try:
+        sb = sandbox.up(d, apiserver=binary, scenario="policy-deadlock")
+        p = ScriptedPrompter([f"{sb.apiserver['log']} {sb.apiserver['audit_log']}", "sandbox", "kubeapi", "ignore",
+                              "require-owner-label", False])
+        assert wizard.run(p, state) == 0
+        text = "\n".join(p.transcript)
+        assert "ValidatingAdmissionPolicy 'require-owner-label'" in text
+        assert "-  - Deny" in text and "+  - Audit" in text
+        assert "the policy must skip the apiserver's own writes" in text and "backend must be healthy" not in text
+        assert sandbox.status(d)["apiserver"]["ready"]
+    finally:
+        sandbox.down(d)

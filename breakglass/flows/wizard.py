@@ -227,7 +227,14 @@ def _after_change(p: Prompter, state, access, remedy, res, diag, targets, servic
     if res.status == EDITED:  # a file here: no node has the change until the engineer applies it
         return _after_edit(p, state, access, res, record, targets, services)
     ready = _journal_wait(record, state, _wait_ready(p, access, "after the change", remedy))
-    p.say("Before reverting, the webhook's backend must be healthy: " + _backend_hint(targets))
+    # an admission policy has no backend: what makes the revert safe is the policy's own fix, which the
+    # revert's trial asks the apiserver about
+    policies = bool(targets) and all(t.get("kind") in ("vap", "vapbinding", "map", "mapbinding") for t in targets)
+    if policies:
+        p.say("Before reverting, the policy must skip the apiserver's own writes (the lasting fix below): the "
+              "revert asks the apiserver first, as kube-apiserver, and refuses while the policy would refuse them.")
+    else:
+        p.say("Before reverting, the webhook's backend must be healthy: " + _backend_hint(targets))
     _check_backends(p, access, res.run, state)
     # 4. the lasting fix, recorded for the postmortem
     fix = _permanent_fix(targets, _configurations_of(res.run, state, access))
@@ -235,10 +242,11 @@ def _after_change(p: Prompter, state, access, remedy, res, diag, targets, servic
         p.say(fix)
         record.append("permanent-fix", text=fix)
     # 5. revert, guarded by the engine: a backend that cannot answer is stated, and only a typed word goes on
-    p.say("Revert only once the webhook's backend is healthy again.")
+    p.say("Revert only once the policy's fix is in place." if policies else
+          "Revert only once the webhook's backend is healthy again.")
     code = _revert(p, res.run, state, access) if p.confirm("Revert the temporary change now?", False) else None
     if code is None or code == int(ExitCode.DECLINED):
-        p.say(f"When the webhook is healthy: breakglass revert {res.run}")
+        p.say(f"When the {'policy is fixed' if policies else 'webhook is healthy'}: breakglass revert {res.run}")
     record.write_file("report.md", recovery.report(record))
     p.say(f"Report for the postmortem: {record.path}/report.md")
     if code is not None and code != int(ExitCode.DECLINED):
@@ -903,6 +911,15 @@ def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: li
             p.say("(the apiserver was between restarts: the same configuration and change as chosen)")
         targets[:] = answered["targets"]  # the lasting fix names what was chosen
         refs = list(dict.fromkeys(f"{t['kind']}/{t['configuration']}" for t in targets))
+        policies = all(t.get("kind") in ("vap", "vapbinding", "map", "mapbinding") for t in targets)
+        if "action" not in answered and policies and method != "etcd":
+            # a binding has no failurePolicy: "ignore" makes it audit instead of deny (a policy: failurePolicy
+            # Ignore, which lets through what it cannot evaluate); an admission policy has no webhook to exclude
+            answered["action"] = p.select("Which change?", [
+                Choice("ignore", "the binding audits instead of denying; a policy named alone: failurePolicy Ignore "
+                                 "(least invasive)"),
+                Choice("delete", "delete it"),
+                Choice("back", "back: another way out")])
         if "action" not in answered:
             answered["action"] = "" if method == "etcd" else p.select("Which change?", [
                 Choice("ignore", "failurePolicy Ignore (least invasive)"),
@@ -1121,7 +1138,12 @@ def _permanent_fix(targets: list[dict], objects: dict | None = None) -> str | No
     from breakglass.webhooks import audit, model  # noqa: PLC0415
 
     resources = {"validating": "validatingwebhookconfigurations", "mutating": "mutatingwebhookconfigurations"}
+    policies = all(t.get("kind") in ("vap", "vapbinding", "map", "mapbinding") for t in targets)
     lines = ["The lasting fix: keep the apiserver's own writes (and ServiceCIDR, IPAddress, Nodes, Leases) away from "
+             f"the {'policy' if policies else 'webhook'} with matchConditions, set where its "
+             f"{'owner' if policies else 'operator'} expects it (`breakglass audit` says where, for a policy "
+             "Gatekeeper generated):" if policies else
+             "The lasting fix: keep the apiserver's own writes (and ServiceCIDR, IPAddress, Nodes, Leases) away from "
              "the webhook with matchConditions, set where its operator expects it:"]
     for t in targets:
         kind = t.get("kind", "validating")
