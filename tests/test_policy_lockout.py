@@ -176,3 +176,31 @@ def test_the_wizard_gets_past_a_policy_lockout_and_says_what_makes_its_revert_sa
         assert sandbox.status(d)["apiserver"]["ready"]
     finally:
         sandbox.down(d)
+
+
+def test_the_plugin_flag_way_and_its_revert_checked_by_the_apiservers_own_writes(real_sandbox, tmp_path):
+    """The kubeadm way switches the ValidatingAdmissionPolicy plugin off (the diagnosis names it, not the webhook
+    plugins); the apiserver comes up. Its revert turns the plugin back on, and the canary (the apiserver's own
+    start-up writes as dry runs, as system:apiserver) finds the policy still refusing them: exit 8, with the
+    command that takes the revert back.
+
+    Cost: one sandbox, and two restarts of kube-apiserver by the kubelet stand-in (the flag, its revert), each
+    waited for on the apiserver's answer."""
+    _, binary = binary_for("1.34")
+    sb = real_sandbox(binary, "policy-deadlock")
+    sb.wait(False, failing=HOOK)
+    both = sb.cli("diagnose", sb.api["log"], sb.api["audit_log"], "-o", "json")
+    diag = tmp_path / "diag.json"
+    diag.write_bytes(both.stdout)
+    manifest = sb.api["manifest"]
+    rec = sb.cli("recover", "kubeadm", "--manifest", manifest, "--diagnosis", str(diag), "--apiserver",
+                 sb.api["url"], "--yes", timeout=600)
+    assert rec.returncode == 0, rec.stdout.decode() + rec.stderr.decode()
+    with open(manifest, encoding="utf-8") as f:
+        assert "--disable-admission-plugins=ValidatingAdmissionPolicy" in f.read()
+    sb.wait(True)
+    back = sb.cli("revert", "--yes", "--kubeconfig", sb.api["kubeconfig"], timeout=600)
+    out = back.stdout.decode()
+    assert back.returncode == 8, out + back.stderr.decode()
+    assert "refused by ValidatingAdmissionPolicy 'require-owner-label'" in out
+    assert "an admission policy refuses the apiserver's own writes" in " ".join(out.replace("\\\n", " ").split())

@@ -187,8 +187,9 @@ def _canary(out: Outcome, guard: dict, whose: str, heals: bool) -> None:
         # the apiserver itself could not call a re-armed webhook: writes it intercepts fail now
         out.not_verified.append(f"canary through the apiserver{whose} FAILED: {said}")
         if guard.get("redo"):
-            out.next = [f"{guard['redo']}   (takes the change back: the webhook cannot answer the apiserver)"] \
-                + out.next
+            why = ("an admission policy refuses the apiserver's own writes" if "refused by" in said and
+                   "AdmissionPolicy" in said else "the webhook cannot answer the apiserver")
+            out.next = [f"{guard['redo']}   (takes the change back: {why})"] + out.next
     elif canary.get("skipped") and guard.get("state") != "ready":
         out.not_verified.append(f"no canary through the apiserver: {canary['skipped']}")
 

@@ -540,6 +540,8 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
                 guard["canary"] = rearm_check.canary(reading.api, run, st, _fresh_cluster(reading, answered),
                                                      answered)
                 guard["redo"] = rearm_check.redo_command(st)
+            if restored and remedy.method not in ("etcd", "kubeapi") and _policy_plugins(st):
+                _policy_canary(guard, reading.api, st)
             run.append("canary", ok=guard["canary"]["ok"], skipped=guard["canary"].get("skipped", ""),
                        lines=guard["canary"]["lines"], **({"owner_armed": True} if owner_armed else {}))
         off = out_of_path(run, st)
@@ -549,6 +551,29 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
         return result
     finally:
         _write_report(run)  # a full disk says so in the revert's own error, never instead of it
+
+
+def _policy_plugins(st) -> list[str]:
+    """The admission-policy plugins a flag run switched off (its revert turns them back on)."""
+    return [p for p in st.target.get("plugins") or [] if str(p).endswith("AdmissionPolicy")]
+
+
+def _policy_canary(guard: dict, api, st) -> None:
+    """After a flag revert turned the policy plugins back on: the apiserver's own start-up writes, as dry runs, met
+    by the live policies. A refusal fails the canary (exit 8, with the command that takes the revert back): the
+    next start that must make those writes would be locked again."""
+    from breakglass.flows import rearm_check  # noqa: PLC0415
+    from breakglass.webhooks import policy_trial  # noqa: PLC0415
+
+    rearm_check.wait_reachable(api)
+    refused, lines = policy_trial.live(api)
+    c = guard["canary"]
+    c["lines"] = [*c.get("lines", []), *(f"admission policies: {ln}" for ln in lines)]
+    if refused:
+        c["ok"], c["skipped"] = False, ""
+    elif refused is False and c.get("ok") is None:
+        c["ok"], c["skipped"] = True, ""
+    guard.setdefault("redo", rearm_check.redo_command(st))
 
 
 def _fresh_cluster(reading: GuardReading, answered: frozenset = frozenset()):

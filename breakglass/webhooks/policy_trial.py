@@ -19,6 +19,7 @@ deleted after, whatever happened.
 from __future__ import annotations
 
 import copy
+import re
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
@@ -183,3 +184,43 @@ def _try_writes(api, pname: str, bname: str, token: str, copy_name: str, seconds
                                          f"apiserver said in a dry run: {first.split(': refused: ', 1)[1]}", tried)
     return Trial(pname, bname, False, f"{who} lets the apiserver's own writes through (dry runs of "
                                       f"{', '.join(k for _, k, _ in _WRITES)} as system:apiserver)", tried)
+
+
+# the apiserver's words for an admission policy's refusal (k8s.io/apiserver policy dispatchers), and for admission
+# whose informers have not synced yet (a moment after a start)
+_POLICY_REFUSAL = re.compile(r"(?:Validating|Mutating)AdmissionPolicy '[^']+'|(?<![\w-])policy '[^']+' with binding")
+_NOT_READY = "not yet ready to handle request"
+
+
+def live(api, seconds: float = 30.0) -> tuple[bool | None, list[str]]:
+    """The writes kube-apiserver makes at start, as server-side dry runs through ``api`` as system:apiserver, met by
+    the policies live now (after a revert turned their plugin back on): (refused by a policy?, one line per write).
+    None: could not tell (the apiserver did not answer, or these credentials cannot act as system:apiserver)."""
+    name = f"breakglass-canary-{secrets.token_hex(4)}"
+    lines, refused = [], False
+    try:
+        for path, write, body in _WRITES:
+            deadline = time.monotonic() + seconds
+            while True:
+                obj = _probe(write, body, name.rsplit("-", 1)[1])
+                status, doc = api.request("POST", path, obj, query="dryRun=All", forbidden_returns=True,
+                                          headers=APISERVER)
+                msg = str(doc.get("message", ""))
+                if _NOT_READY in msg and time.monotonic() < deadline:
+                    time.sleep(0.5)  # a start's admission informers, syncing: asked again
+                    continue
+                break
+            if status == 403 and "impersonate" in msg:
+                return None, ["these credentials cannot act as system:apiserver (impersonate)"]
+            m = _POLICY_REFUSAL.search(msg)
+            if m and status in (400, 403, 422):
+                refused = True
+                lines.append(f"{write}: refused by {m.group(0).replace(' with binding', '')}: "
+                             f"{msg.split('denied request:', 1)[-1].strip()[:200]}")
+            elif status == 404:
+                lines.append(f"{write}: not served here")
+            else:
+                lines.append(f"{write}: no admission policy refused it")
+    except BreakglassError as e:
+        return None, [f"the apiserver's own writes could not be tried: {e}"]
+    return refused, lines
