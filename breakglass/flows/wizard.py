@@ -1056,7 +1056,9 @@ def _show_readiness(p: Prompter, when: str, wait) -> list:
     for s in states:
         status = "ready" if s.ready else ("serving" if s.ready is None else "NOT READY")
         hooks = f"; post-start hooks still failing: {', '.join(s.failing_hooks)}" if s.failing_hooks else ""
-        p.say(f"  {s.url}: {status}{hooks}")
+        n = getattr(s, "restarts", 0)
+        seen = f" (after {n} restart{'s' if n != 1 else ''} seen while waiting)" if n else ""
+        p.say(f"  {s.url}: {status}{seen}{hooks}")
     return states
 
 
