@@ -204,3 +204,18 @@ def test_the_plugin_flag_way_and_its_revert_checked_by_the_apiservers_own_writes
     assert back.returncode == 8, out + back.stderr.decode()
     assert "refused by ValidatingAdmissionPolicy 'require-owner-label'" in out
     assert "an admission policy refuses the apiserver's own writes" in " ".join(out.replace("\\\n", " ").split())
+
+
+def test_a_mutating_policy_lockout_on_an_apiserver_that_does_not_serve_them_is_refused_before_anything(tmp_path):
+    """1.34 serves no MutatingAdmissionPolicy by default: one line, exit 2, no directory made.
+
+    Cost: kube-apiserver --version."""
+    from tests.conftest import run_cli
+
+    _, binary = binary_for("1.34")
+    d = str(tmp_path / "sb")
+    p = run_cli("sandbox", "up", "--dir", d, "--apiserver", binary, "--scenario", "mutating-policy-deadlock",
+                env={"BREAKGLASS_STATE_DIR": str(tmp_path / "state")})
+    err = p.stderr.decode()
+    assert p.returncode == 2 and "does not serve MutatingAdmissionPolicy" in err and "Traceback" not in err, err
+    assert not os.path.exists(d)

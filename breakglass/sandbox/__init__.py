@@ -300,6 +300,10 @@ def up(directory: str, etcd_binary: str | None = None, apiserver: str | None = N
         _engine_fits(engine, apiserver, scenario)
     if tunnel and (apiserver is None or not _tunnel().available()):
         raise BadInput("--tunnel needs --apiserver and konnectivity built (`make go-components`, needs Go)")
+    if apiserver is not None and scenario == "mutating-policy-deadlock":
+        from breakglass.sandbox import controlplane  # noqa: PLC0415 - it imports this package's siblings
+
+        controlplane.serves_mutating_policies(apiserver)  # said before anything is made
     _refuse_foreign(directory)
     trust.ancestors(directory, missing_ok=True)
     with lock.held(directory, create=True, say=say):

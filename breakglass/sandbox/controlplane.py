@@ -65,10 +65,6 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
     ``tunnel``: webhook calls through a real konnectivity server and agent (sandbox.tunnel); None: for the
     fail-open scenario wherever konnectivity is built."""
     ver = apiserver.version(binary.verify())
-    if scenario == "mutating-policy-deadlock" and apiserver.minor(ver) < scenarios.MUTATING_POLICY_SINCE:
-        since = scenarios.MUTATING_POLICY_SINCE
-        raise BadInput(f"kube-apiserver {ver} does not serve MutatingAdmissionPolicy by default (1.{since} and newer "
-                       f"do)", hint="--apiserver build/kube-apiserver/v1.36.3/kube-apiserver")
     layout = Layout(directory)
     keys = pkimod.make(layout.pki_dir)
     port, backend_port = free_port(), free_port()
@@ -135,6 +131,16 @@ def start(directory: str, etcd_endpoint: str, binary: trust.Pinned, scenario: st
         stop(directory, info)
         raise Unreachable(f"{e}; see {layout.log} and {layout.path('kubelet.json')}") from None
     return info
+
+
+def serves_mutating_policies(binary: str) -> None:
+    """Refuse (one line, before anything is made) a kube-apiserver that does not serve MutatingAdmissionPolicy by
+    default, for the mutating-policy-deadlock scenario."""
+    ver = apiserver.version(binary)
+    if apiserver.minor(ver) < scenarios.MUTATING_POLICY_SINCE:
+        since = scenarios.MUTATING_POLICY_SINCE
+        raise BadInput(f"kube-apiserver {ver} does not serve MutatingAdmissionPolicy by default (1.{since} and newer "
+                       f"do)", hint="--apiserver build/kube-apiserver/v1.36.3/kube-apiserver")
 
 
 def _install_engine(directory: str, info: dict, engine: str, scenario: str, client: Client, say) -> None:
