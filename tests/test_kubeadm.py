@@ -308,10 +308,20 @@ def test_a_kubelet_that_never_restarts_the_apiserver_is_applied_not_verified(tmp
     says so, and the exit code is not success's."""
     path = tmp_path / "kube-apiserver.yaml"
     shutil.copy(MANIFEST, path)
+    # another kube-apiserver on this machine with the very flag, serving another port (a parallel test's, a second
+    # cluster's): not the process this manifest runs, so it verifies nothing (the parallel runs found it did)
+    decoy = tmp_path / "kube-apiserver"
+    decoy.write_text("import time\ntime.sleep(60)\n")
+    other = subprocess.Popen([sys.executable, str(decoy), f"--disable-admission-plugins={VWH},{MWH}",
+                              "--secure-port=16443"])
     # issue 33: the manifest's --secure-port (10.0.0.2:6443) is watched by default: --wait-timeout bounds it
     env = _no_cluster(tmp_path)
-    p = run_cli("recover", "--method", "kubeadm", "--manifest", str(path), "--verify-timeout", "1", "--yes",
-                "--wait-timeout", "1", "-o", "json", env=env)
+    try:
+        p = run_cli("recover", "--method", "kubeadm", "--manifest", str(path), "--verify-timeout", "1", "--yes",
+                    "--wait-timeout", "1", "-o", "json", env=env)
+    finally:
+        other.kill()
+        other.wait()
     assert p.returncode == 8, p.stderr
     res = json.loads(p.stdout)["result"]
     assert res["status"] == "applied-unverified" and res["steps"][0]["status"] == "unverified"

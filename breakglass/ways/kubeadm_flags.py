@@ -210,12 +210,24 @@ def read_remote(node, path: str) -> bytes:
     return nodefile.read_remote(node, path, MISSING)
 
 
-def process_with_disable(value: str) -> str:
+def process_with_disable(value: str, port: str | None = None) -> str:
     """A node-side command printing a kube-apiserver process's command line that disables exactly ``value``, in
-    any spelling kube-apiserver accepts (--disable-admission-plugins=V, --disable_admission_plugins V)."""
+    any spelling kube-apiserver accepts (--disable-admission-plugins=V, --disable_admission_plugins V). ``port``:
+    the manifest's --secure-port, so that the process is the one this manifest runs, not another kube-apiserver
+    on the same machine that happens to carry the same flag."""
     pattern = "(^| )--disable[-_]admission[-_]plugins[= ]" + re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", value) + " "
+    own = (" | grep -E -- " + shlex.quote(f"(^| )--secure[-_]port[= ]{port} ")) if port else ""
     return ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | "
-            "grep -E '(^|/)kube-apiserver ' | grep -E -- " + shlex.quote(pattern) + " | head -1")
+            "grep -E '(^|/)kube-apiserver ' | grep -E -- " + shlex.quote(pattern) + own + " | head -1")
+
+
+_SECURE_PORT = re.compile(r"--secure[-_]port[= ]['\"]?(\d{1,5})\b")
+
+
+def secure_port(manifest_text: str) -> str | None:
+    """The --secure-port a manifest's command sets, if it sets one (kubeadm always does)."""
+    m = _SECURE_PORT.search(manifest_text or "")
+    return m.group(1) if m else None
 
 
 def process_with_flag(flag: str) -> str:
@@ -277,7 +289,8 @@ class KubeadmFlags(nodefile.Nodes):
         flag = f"--{flags.DISABLE}={step.data['disable']}"
         host = step.data["host"]
         return nodefile.wait_until(
-            node, process_with_disable(step.data["disable"]), self.verify_timeout, self.on_wait,
+            node, process_with_disable(step.data["disable"], secure_port(step.data.get("after", ""))),
+            self.verify_timeout, self.on_wait,
             f"waiting for kubelet to restart kube-apiserver with {flag} on {host}",
             f"no kube-apiserver process with {flag} within {self.verify_timeout:g}s; check `crictl ps --name "
             f"kube-apiserver` and `journalctl -u kubelet` on {host}",
