@@ -55,22 +55,32 @@ def _event(rnd: random.Random, i: int, ts: str, leak: bool) -> str:
 
 def generate(path: str, size: int, leaks: int = 3000, seed: int = 9) -> None:
     rnd = random.Random(seed)
-    pool = [_event(rnd, i, "2026-11-30T03:00:00.000000Z", False) for i in range(5000)]
+    pool, total = sized_pool(rnd, size)
+    at = set(rnd.sample(range(total // 3, total // 3 + 40000), leaks // 2)
+             + rnd.sample(range(2 * total // 3, 2 * total // 3 + 40000), leaks - leaks // 2))
+    write_lines(path, total, lambda i: _event(rnd, i, day_time("2026-11-30", i, total), True) if i in at
+                else pool[i % len(pool)])
+
+
+def sized_pool(rnd: random.Random, size: int, day: str = "2026-11-30") -> tuple[list[str], int]:
+    """5,000 ordinary events to repeat, and how many lines make ``size`` bytes of them."""
+    pool = [_event(rnd, i, f"{day}T03:00:00.000000Z", False) for i in range(5000)]
     avg = sum(len(x) + 1 for x in pool) / len(pool)
-    total = int(size / avg)
-    at = sorted(rnd.sample(range(total // 3, total // 3 + 40000), leaks // 2)
-                + rnd.sample(range(2 * total // 3, 2 * total // 3 + 40000), leaks - leaks // 2))
-    nxt = iter(at + [total + 1])
-    want = next(nxt)
+    return pool, int(size / avg)
+
+
+def day_time(day: str, i: int, total: int) -> str:
+    """Line ``i`` of ``total``'s time of day, spread over the day."""
+    sec = i * 86400 // total
+    return f"{day}T{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}.5Z"
+
+
+def write_lines(path: str, total: int, line) -> None:
+    """``total`` lines, ``line(i)`` each, written in batches."""
     with open(path, "w") as f:
         buf = []
         for i in range(total):
-            if i == want:
-                sec = i * 86400 // total
-                buf.append(_event(rnd, i, f"2026-11-30T{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}.5Z", True))
-                want = next(nxt)
-            else:
-                buf.append(pool[i % len(pool)])
+            buf.append(line(i))
             if len(buf) >= 20000:
                 f.write("\n".join(buf) + "\n")
                 buf = []

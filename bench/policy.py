@@ -18,7 +18,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench._common import BREAKGLASS, generated, need, report, run  # noqa: E402
-from bench.leaks import _event  # noqa: E402
+from bench.leaks import day_time, sized_pool, write_lines  # noqa: E402
 
 JQ = ('select((.responseStatus.message // "") | test("AdmissionPolicy \'[^\']+\'( with binding \'[^\']+\')? denied '
       'request")) | [.stageTimestamp, .user.username, .verb, .objectRef.resource, .objectRef.name, '
@@ -44,25 +44,11 @@ def _refusal(i: int, ts: str, decoy: bool) -> str:
 
 def generate(path: str, size: int, refusals: int = 3000, seed: int = 47) -> None:
     rnd = random.Random(seed)
-    pool = [_event(rnd, i, "2026-12-06T03:00:00.000000Z", False) for i in range(5000)]
-    avg = sum(len(x) + 1 for x in pool) / len(pool)
-    total = int(size / avg)
+    pool, total = sized_pool(rnd, size, "2026-12-06")
     at = set(rnd.sample(range(total // 3, total // 3 + 40000), refusals // 2)
              + rnd.sample(range(2 * total // 3, 2 * total // 3 + 40000), refusals - refusals // 2))
-    with open(path, "w") as f:
-        buf = []
-        for i in range(total):
-            if i in at or i % 50021 == 0:
-                sec = i * 86400 // total
-                ts = f"2026-12-06T{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}.5Z"
-                buf.append(_refusal(i, ts, decoy=i not in at))
-            else:
-                buf.append(pool[i % len(pool)])
-            if len(buf) >= 20000:
-                f.write("\n".join(buf) + "\n")
-                buf = []
-        if buf:
-            f.write("\n".join(buf) + "\n")
+    write_lines(path, total, lambda i: _refusal(i, day_time("2026-12-06", i, total), decoy=i not in at)
+                if i in at or i % 50021 == 0 else pool[i % len(pool)])
 
 
 def main() -> int:
