@@ -79,8 +79,9 @@ def test_gatekeepers_generated_policy_locks_the_upgrade_and_its_own_template_kee
         for _ in range(2):
             up = sb.cli("sandbox", "backend", "start", "--dir", sb.dir, timeout=600)
             assert up.returncode == 0, up.stderr.decode()
-            wait_for("Gatekeeper removing its generated policy", lambda: c.call("GET", VAP)[0] == 404, 180)
-            assert c.call("GET", VAPB)[0] == 404
+            # the policy first, then its binding (its constraint's controller, a moment later)
+            wait_for("Gatekeeper removing its generated policy and binding", lambda: c.call("GET", VAP)[0] == 404
+                     and c.call("GET", VAPB)[0] == 404, 180)
             down = sb.cli("sandbox", "backend", "stop", "--dir", sb.dir)
             assert down.returncode == 0, down.stderr.decode()
 
