@@ -12,24 +12,16 @@ import shlex
 from breakglass.diagnose.model import (
     BOOTSTRAP, CONVERSION, CRITICAL, INFO, NODE_LEASE, SELF_DEPENDENCY, Finding, RemedyOption,
 )
-from breakglass.webhooks.model import STATIC_SUFFIX
+from breakglass.webhooks.model import MAP, MAP_BINDING, RESOURCE_OF, STATIC_SUFFIX, VAP, VAP_BINDING, singular
 
 PLUGIN_BY_TYPE = {
     "validating": "ValidatingAdmissionWebhook",
     "mutating": "MutatingAdmissionWebhook",
 }
 POLICY_PLUGIN_BY_TYPE = {"validating": "ValidatingAdmissionPolicy", "mutating": "MutatingAdmissionPolicy"}
-ETCD_PREFIX = {
-    "validating": "/registry/validatingwebhookconfigurations/",
-    "mutating": "/registry/mutatingwebhookconfigurations/",
-    "vapbinding": "/registry/validatingadmissionpolicybindings/",
-    "mapbinding": "/registry/mutatingadmissionpolicybindings/",
-    "vap": "/registry/validatingadmissionpolicies/",
-    "map": "/registry/mutatingadmissionpolicies/",
-}
-KUBECTL_RESOURCE = {"validating": "validatingwebhookconfiguration", "mutating": "mutatingwebhookconfiguration",
-                    "vapbinding": "validatingadmissionpolicybinding", "mapbinding": "mutatingadmissionpolicybinding",
-                    "vap": "validatingadmissionpolicy", "map": "mutatingadmissionpolicy"}
+# the etcd key of each kind (no API group in it) and kubectl's name for it
+ETCD_PREFIX = {kind: f"/registry/{resource}/" for kind, resource in RESOURCE_OF.items()}
+KUBECTL_RESOURCE = {kind: singular(resource) for kind, resource in RESOURCE_OF.items()}
 
 
 def _plugins(findings: list[Finding]) -> list[str]:
@@ -55,9 +47,9 @@ def _targets(findings: list[Finding]) -> list[dict]:
             # configured refuses before any binding) leaves the policy itself as the handle
             mutating = f.webhook_type == "mutating"
             if f.binding:
-                kind, name, source = ("mapbinding" if mutating else "vapbinding"), f.binding, "log"
+                kind, name, source = (MAP_BINDING if mutating else VAP_BINDING), f.binding, "log"
             else:
-                kind, name, source = ("map" if mutating else "vap"), f.policy, "log"
+                kind, name, source = (MAP if mutating else VAP), f.policy, "log"
         else:
             kind = f.webhook_type or "validating"
             name, source = f.configuration, f.configuration_source

@@ -205,9 +205,9 @@ def hooks_from_cluster_configs(configs) -> list[Hook]:
 def policies_from_backups(run, st) -> list[dict]:
     """The admission policies and bindings an etcd or kubeapi run's revert puts back, as backed up."""
     from breakglass.flows.rearm_check import backed_up  # noqa: PLC0415
+    from breakglass.webhooks import model  # noqa: PLC0415
 
-    return backed_up(run, st, ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-                               "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"))
+    return backed_up(run, st, tuple(model.KIND_NAME[k] for k in model.POLICY_KINDS))
 
 
 def policy_pairs(objs: list[dict], api) -> list[tuple[dict, dict]] | str:

@@ -35,6 +35,7 @@ from breakglass.diagnose.model import BOOTSTRAP
 from breakglass.present.prompts import Choice, Prompter
 from breakglass.text.admission_flags import WEBHOOK_PLUGINS
 from breakglass.ways.kubeadm_flags import DEFAULT_MANIFEST as KUBEADM_MANIFEST
+from breakglass.webhooks import model
 
 WAIT_SECONDS = 300.0
 
@@ -229,7 +230,7 @@ def _after_change(p: Prompter, state, access, remedy, res, diag, targets, servic
     ready = _journal_wait(record, state, _wait_ready(p, access, "after the change", remedy))
     # an admission policy has no backend: what makes the revert safe is the policy's own fix, which the
     # revert's trial asks the apiserver about
-    policies = bool(targets) and all(t.get("kind") in ("vap", "vapbinding", "map", "mapbinding") for t in targets)
+    policies = bool(targets) and all(t.get("kind") in model.POLICY_KINDS for t in targets)
     if policies:
         p.say("Before reverting, the policy must skip the apiserver's own writes (the lasting fix below): the "
               "revert asks the apiserver first, as kube-apiserver, and refuses while the policy would refuse them.")
@@ -911,7 +912,7 @@ def _plan(p: Prompter, method: str, variant: str, a: planner.Access, targets: li
             p.say("(the apiserver was between restarts: the same configuration and change as chosen)")
         targets[:] = answered["targets"]  # the lasting fix names what was chosen
         refs = list(dict.fromkeys(f"{t['kind']}/{t['configuration']}" for t in targets))
-        policies = all(t.get("kind") in ("vap", "vapbinding", "map", "mapbinding") for t in targets)
+        policies = all(t.get("kind") in model.POLICY_KINDS for t in targets)
         if "action" not in answered and policies and method != "etcd":
             # a binding has no failurePolicy: "ignore" makes it audit instead of deny (a policy: failurePolicy
             # Ignore, which lets through what it cannot evaluate); an admission policy has no webhook to exclude
@@ -1137,10 +1138,10 @@ def _permanent_fix(targets: list[dict], objects: dict | None = None) -> str | No
     owned configuration is undone by its owner."""
     if not targets:
         return None
-    from breakglass.webhooks import audit, model  # noqa: PLC0415
+    from breakglass.webhooks import audit  # noqa: PLC0415
 
     resources = {"validating": "validatingwebhookconfigurations", "mutating": "mutatingwebhookconfigurations"}
-    policies = all(t.get("kind") in ("vap", "vapbinding", "map", "mapbinding") for t in targets)
+    policies = all(t.get("kind") in model.POLICY_KINDS for t in targets)
     lines = ["The lasting fix: keep the apiserver's own writes (and ServiceCIDR, IPAddress, Nodes, Leases) away from "
              f"the {'policy' if policies else 'webhook'} with matchConditions, set where its "
              f"{'owner' if policies else 'operator'} expects it (`breakglass audit` says where, for a policy "
@@ -1149,12 +1150,12 @@ def _permanent_fix(targets: list[dict], objects: dict | None = None) -> str | No
              "the webhook with matchConditions, set where its operator expects it:"]
     for t in targets:
         kind = t.get("kind", "validating")
-        if kind in ("vap", "vapbinding", "map", "mapbinding"):
+        if kind in model.POLICY_KINDS:
             # a policy's lasting fix is on the policy (its matchConditions), whichever object the way out removed
-            resource = "mutatingadmissionpolicies" if kind.startswith("m") else "validatingadmissionpolicies"
+            resource = model.RESOURCE_OF[model.MAP if kind in (model.MAP, model.MAP_BINDING) else model.VAP]
             name = t.get("policy") or t["configuration"]
             fix = audit.fix_for(resource, name, None)
-            lines.append(f"  {audit.singular(resource)} {name}: strategic-merge patch")
+            lines.append(f"  {model.singular(resource)} {name}: strategic-merge patch")
             lines += ["    " + ln for ln in fix.patch_yaml.rstrip().splitlines()]
             lines.append(f"  $ {fix.command}")
             continue
@@ -1168,11 +1169,11 @@ def _permanent_fix(targets: list[dict], objects: dict | None = None) -> str | No
                 cfg = None
         fix = audit.fix_for(resource, t["configuration"], t.get("webhook"), cfg=cfg)
         if fix.lasting is not None:
-            lines.append(f"  {audit.singular(resource)} {t['configuration']}: not a patch, {fix.lasting.owner} would "
+            lines.append(f"  {model.singular(resource)} {t['configuration']}: not a patch, {fix.lasting.owner} would "
                          f"undo it")
             lines += render.lasting(fix.lasting, "  ")
             continue
-        lines.append(f"  {audit.singular(resource)} {t['configuration']}: strategic-merge patch")
+        lines.append(f"  {model.singular(resource)} {t['configuration']}: strategic-merge patch")
         lines += ["    " + ln for ln in fix.patch_yaml.rstrip().splitlines()]
         lines.append(f"  $ {fix.command}")
         if fix.vendor_note:

@@ -22,7 +22,7 @@ from breakglass.webhooks import intercept, owners, vendors
 from breakglass.webhooks.intercept import selector_matches  # one LabelSelector matcher for audit and the heal model
 from breakglass.heal.bootstrap import BootstrapKind
 from breakglass.webhooks.model import (MAP, VAP, VAP_BINDING, MAP_BINDING, STATIC_SUFFIX, AdmissionConfig, Rule,
-                                       Webhook)
+                                       Webhook, singular)
 
 SEVERITIES = ("info", "low", "medium", "high", "critical")
 RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -217,11 +217,6 @@ def fix_for(resource: str, name: str, webhook: str | None, kinds: list[Bootstrap
     so both print the same valid patch."""
     conds = match_conditions_for(kinds if kinds is not None else kinds_for(None))
     return _fix_from_conditions(resource, name, webhook, conds, vendor_note, cfg)
-
-
-def singular(resource: str) -> str:
-    """kubectl's singular of a plural resource: ...policies is ...policy, ...configurations ...configuration."""
-    return resource[:-3] + "y" if resource.endswith("ies") else resource[:-1]
 
 
 def _fix_from_conditions(resource: str, name: str, webhook: str | None, conds: list[dict],

@@ -32,6 +32,12 @@ RESOURCE_OF = {
     MAP: "mutatingadmissionpolicies",
     MAP_BINDING: "mutatingadmissionpolicybindings",
 }
+POLICY_KINDS = (VAP, VAP_BINDING, MAP, MAP_BINDING)  # admission policies and their bindings: no webhook, no backend
+
+
+def singular(resource: str) -> str:
+    """kubectl's singular of a plural resource: ...policies is ...policy, ...configurations ...configuration."""
+    return resource[:-3] + "y" if resource.endswith("ies") else resource[:-1]
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,13 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from breakglass.core.errors import BreakglassError
+from breakglass.webhooks import model
 
 GROUP = "/apis/admissionregistration.k8s.io/v1"
-POLICIES, BINDINGS = f"{GROUP}/validatingadmissionpolicies", f"{GROUP}/validatingadmissionpolicybindings"
-MUTATING_POLICIES = f"{GROUP}/mutatingadmissionpolicies"
-MUTATING_BINDINGS = f"{GROUP}/mutatingadmissionpolicybindings"
-PATHS = {"ValidatingAdmissionPolicy": (POLICIES, BINDINGS), "MutatingAdmissionPolicy": (MUTATING_POLICIES,
-                                                                                        MUTATING_BINDINGS)}
+# each kind of policy: the API paths of its policies and of its bindings
+PATHS = {model.KIND_NAME[policy]: (f"{GROUP}/{model.RESOURCE_OF[policy]}", f"{GROUP}/{model.RESOURCE_OF[binding]}")
+         for policy, binding in ((model.VAP, model.VAP_BINDING), (model.MAP, model.MAP_BINDING))}
+POLICIES, BINDINGS = PATHS["ValidatingAdmissionPolicy"]
 ANNOTATION = "breakglass.io/trial"
 APISERVER = {"Impersonate-User": "system:apiserver", "Impersonate-Group": "system:masters"}
 MARKER_MESSAGE = "breakglass trial marker"
@@ -94,8 +94,10 @@ def _marker(token: str, kind: str) -> tuple[dict, dict]:
              "spec": bspec})
 
 
-def _probe(kind: str, body: dict, token: str) -> dict:
-    return {"apiVersion": "v1" if kind == "Namespace" else "", "kind": kind,
+def _probe(path: str, kind: str, body: dict, token: str) -> dict:
+    """The smallest valid object of a write, carrying ``token``; its apiVersion is the one its path names."""
+    version = path.split("/apis/", 1)[1].rsplit("/", 1)[0] if "/apis/" in path else "v1"
+    return {"apiVersion": version, "kind": kind,
             "metadata": {"name": f"breakglass-trial-{token}", "annotations": {ANNOTATION: token}}, **body}
 
 
@@ -157,7 +159,7 @@ def _try_writes(api, pname: str, bname: str, token: str, copy_name: str, seconds
     for path, write, body in _WRITES:
         deadline = time.monotonic() + min(seconds, 10.0)
         while True:
-            status, doc = api.request("POST", path, _probe(write, body, token), query="dryRun=All",
+            status, doc = api.request("POST", path, _probe(path, write, body, token), query="dryRun=All",
                                       forbidden_returns=True, headers=APISERVER)
             # the live policy refusing already (through another of its bindings) blocks the way back all the same
             why = _refused_by(doc, status, copy_name) or _refused_by(doc, status, pname)
@@ -196,13 +198,13 @@ def live(api, seconds: float = 30.0) -> tuple[bool | None, list[str]]:
     """The writes kube-apiserver makes at start, as server-side dry runs through ``api`` as system:apiserver, met by
     the policies live now (after a revert turned their plugin back on): (refused by a policy?, one line per write).
     None: could not tell (the apiserver did not answer, or these credentials cannot act as system:apiserver)."""
-    name = f"breakglass-canary-{secrets.token_hex(4)}"
+    token = secrets.token_hex(4)
     lines, refused = [], False
     try:
         for path, write, body in _WRITES:
             deadline = time.monotonic() + seconds
             while True:
-                obj = _probe(write, body, name.rsplit("-", 1)[1])
+                obj = _probe(path, write, body, token)
                 status, doc = api.request("POST", path, obj, query="dryRun=All", forbidden_returns=True,
                                           headers=APISERVER)
                 msg = str(doc.get("message", ""))
