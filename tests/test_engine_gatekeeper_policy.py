@@ -28,8 +28,9 @@ def _json(p) -> dict:
 
 
 def test_gatekeepers_generated_policy_locks_the_upgrade_and_its_own_template_keeps_the_fix(tmp_path):
-    """Generated, diagnosed, got past through etcd, fixed in the template, kept by Gatekeeper's reconcile, and a
-    restart with Gatekeeper down comes up ready.
+    """Generated, diagnosed, got past through etcd; Gatekeeper re-creating it before the fix makes the revert say
+    so (exit 8); fixed in the template, kept by Gatekeeper's reconcile, and a restart with Gatekeeper down comes up
+    ready.
 
     Cost: one sandbox with the real Gatekeeper (installed from its manifests, started, waited for until it has
     generated the policy and binding and the apiserver enforces them), the 1.34 restart into the outage, the
@@ -69,12 +70,31 @@ def test_gatekeepers_generated_policy_locks_the_upgrade_and_its_own_template_kee
         assert rec.returncode == 0, rec.stdout.decode() + rec.stderr.decode()
         sb.wait(True)
 
+        # Gatekeeper comes back before the fix and re-creates what the run deleted: the revert leaves its copies and
+        # finds, through the apiserver, that they refuse its own writes again (exit 8, with the way to take it back)
+        up = sb.cli("sandbox", "backend", "start", "--dir", sb.dir, timeout=600)
+        assert up.returncode == 0, up.stderr.decode()
+        wait_for("Gatekeeper re-creating its policy and binding", lambda: c.call("GET", VAP)[0] == 200
+                 and c.call("GET", VAPB)[0] == 200, 180)
+        assert sb.cli("sandbox", "backend", "stop", "--dir", sb.dir).returncode == 0
+        back = sb.cli("revert", "--yes", "--kubeconfig", sb.api["kubeconfig"], timeout=300)
+        said = " ".join(back.stdout.decode().replace("\\\n", " ").split())
+        assert back.returncode == 8, said + back.stderr.decode()
+        assert "by its owner, Gatekeeper" in said and f"refused by ValidatingAdmissionPolicy '{engines.GATEKEEPER_VAP}'" \
+            in said, said
+        redo = said.split("next: ", 1)[1].split(" (takes the change back")[0]
+        again = sb.cli(*shlex.split(redo)[1:], timeout=600)  # the command it printed, as printed
+        # it names etcd only: the deletion is verified, the apiserver's readiness is said not checked (exit 8)
+        assert again.returncode in (0, 8) and "key absent" in again.stdout.decode(), again.stdout.decode()
+        wait_for("the binding gone again", lambda: c.call("GET", VAPB)[0] == 404 or c.call("GET", VAP)[0] == 404, 60)
+
         # the fix, as the audit printed it (a JSON patch of the template), while the binding is gone
         argv = shlex.split(lasting["command"])
         ops = json.loads(argv[argv.index("-p") + 1])
-        status, out = c.call("PATCH", "/apis/templates.gatekeeper.sh/v1/constrainttemplates/k8srequiredlabels", ops,
-                             "application/json-patch+json")
-        assert status == 200, out
+        # (the apiserver drops a deleted policy from its watch a moment after etcd does: until then it refuses)
+        wait_for("the template patched", lambda: c.call(
+            "PATCH", "/apis/templates.gatekeeper.sh/v1/constrainttemplates/k8srequiredlabels", ops,
+            "application/json-patch+json")[0] == 200, 60)
         # Gatekeeper's own reconcile, twice over: it removes the generated policy and does not bind it again
         for _ in range(2):
             up = sb.cli("sandbox", "backend", "start", "--dir", sb.dir, timeout=600)

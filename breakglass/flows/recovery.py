@@ -540,7 +540,10 @@ def _revert_locked(run: Run, etcd, force, dry_run, talos, ssh, kube, override_ba
                 guard["canary"] = rearm_check.canary(reading.api, run, st, _fresh_cluster(reading, answered),
                                                      answered)
                 guard["redo"] = rearm_check.redo_command(st)
-            if restored and remedy.method not in ("etcd", "kubeapi") and _policy_plugins(st):
+            # admission policies back in force: a flag revert turned their plugin on, or their owner (Gatekeeper)
+            # re-created what the run deleted; the live policies meet the apiserver's own writes
+            if (restored and remedy.method not in ("etcd", "kubeapi") and _policy_plugins(st)) or (
+                    owner_armed and revert_guard.policies_from_backups(run, st)):
                 _policy_canary(guard, reading.api, st)
             run.append("canary", ok=guard["canary"]["ok"], skipped=guard["canary"].get("skipped", ""),
                        lines=guard["canary"]["lines"], **({"owner_armed": True} if owner_armed else {}))

@@ -143,9 +143,13 @@ def of(cfg: model.AdmissionConfig) -> Owners:
         add(Owner("gatekeeper", "Gatekeeper", evidence, injects_ca=True,
                   when="whenever its manager runs (its cert rotator)"))
     template = gatekeeper_template(cfg)
-    if template and not out.first("gatekeeper"):
-        add(Owner("gatekeeper", "Gatekeeper", f"ownerReferences: ConstraintTemplate {template}", recreates=True,
-                  reverts_patches=True, when="whenever its manager reconciles the template (while it runs)"))
+    constraint = next((r for r in _refs(cfg) if str(r.get("apiVersion", "")).startswith("constraints.gatekeeper.sh/")),
+                      None)  # a generated binding's controller is its constraint
+    if (template or constraint) and not out.first("gatekeeper"):
+        made_by = (f"ConstraintTemplate {template}" if template else
+                   f"constraint {constraint.get('kind')}/{constraint.get('name')}")
+        add(Owner("gatekeeper", "Gatekeeper", f"ownerReferences: {made_by}", recreates=True, reverts_patches=True,
+                  when="whenever its manager reconciles the template or constraint (while it runs)"))
     release = ann.get("meta.helm.sh/release-name")
     if release:
         ns = ann.get("meta.helm.sh/release-namespace")
