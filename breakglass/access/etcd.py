@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from breakglass.core.capability import load
+from breakglass.core import textfile
 from breakglass.core.errors import BadInput, Unreachable
 
 PAGE = 500
@@ -366,7 +367,7 @@ class Etcd:
         except OSError as e:
             raise BadInput(f"snapshot {part}: {(e.strerror or str(e)).lower()}") from None
         try:
-            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            fd = textfile.create_new(part)
         except OSError as e:
             raise BadInput(f"snapshot {part}: {(e.strerror or str(e)).lower()}",
                            hint="choose a path in an existing directory you can write") from None

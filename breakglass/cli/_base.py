@@ -12,6 +12,7 @@ from typing import Any, Callable, List, Optional
 import typer
 from typing_extensions import Annotated
 
+from breakglass.core import textfile
 from breakglass.core.errors import BadInput, BreakglassError, ExitCode
 
 
@@ -273,13 +274,7 @@ def _confirm(question: str, yes: bool, word: str = "yes") -> None:
 
 
 def _write_new(path: str, text: str) -> None:
-    try:
-        with open(path, "x", encoding="utf-8") as f:
-            f.write(text)
-    except FileExistsError:
-        raise BadInput(f"{path} exists; choose a new file") from None
-    except OSError as e:
-        raise BadInput(f"{path}: {e.strerror}") from None
+    textfile.write_new(path, text.encode("utf-8"))
 
 
 def _progress_bytes(done: int, total: int) -> None:

@@ -35,6 +35,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from breakglass.core import textfile
 from breakglass.core.errors import BadInput, BreakglassError, DiskFull, PreconditionFailed, is_disk_error
 
 SCHEMA = 1
@@ -429,7 +430,7 @@ class Run:
         path = os.path.join(self.backups, name)
         tmp = path + ".tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fd = textfile.create_new(tmp)
         except OSError as e:
             if is_disk_error(e):
                 raise self._disk_error(e, f"write backup {name}") from None
@@ -449,10 +450,10 @@ class Run:
                 raise JournalError(f"backup {path} exists already")
             os.rename(tmp, path)
             _fsync_dir(self.backups)
-        except OSError as e:
+        except BaseException as e:  # a full disk, or Ctrl-C/SIGTERM midway: the temp holds the original's bytes
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            if is_disk_error(e):
+            if isinstance(e, OSError) and is_disk_error(e):
                 raise self._disk_error(e, f"write backup {name}") from None
             raise
         digest = sha256(data)
@@ -463,9 +464,7 @@ class Run:
     def tidy_temps(self) -> list[str]:
         """Remove what a write of the run's own files (report.md and the rest) killed midway left: their temp
         files' locks tell a stale one from a live write, so no run lock is needed. The names removed."""
-        from breakglass.core.textfile import remove_stale_temps  # noqa: PLC0415
-
-        return remove_stale_temps(self.path, any_file=True)
+        return textfile.remove_stale_temps(self.path, any_file=True)
 
     def tidy_backups(self) -> list[str]:
         """Remove the ``NAME.tmp`` files a backup write killed midway left (they may hold a config's secrets);
@@ -498,9 +497,7 @@ class Run:
         return data
 
     def write_file(self, name: str, text: str) -> None:
-        from breakglass.core.textfile import write_private  # noqa: PLC0415
-
-        write_private(os.path.join(self.path, name), text.encode("utf-8"))
+        textfile.write_private(os.path.join(self.path, name), text.encode("utf-8"))
 
 
 def _is_copy_of(src: str, dest: str) -> bool:

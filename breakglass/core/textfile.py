@@ -92,18 +92,69 @@ def _is_temp_of(entry: str, name: str | None) -> bool:
     return re.fullmatch(stem + r"[0-9a-f]{12}\.tmp", entry, re.DOTALL) is not None
 
 
+def create_new(path: str, flags: int = os.O_WRONLY) -> int:
+    """``os.open(path, O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, 0600)``: a new file of ours, never one planted there,
+    never through a link. Ctrl-C and SIGTERM's handler (which raises KeyboardInterrupt) run as a system call
+    returns, so an interrupt can land once the file exists but before its descriptor reaches the caller's ``try``:
+    the file is removed then, so an interrupted write never leaves an empty or partial file behind (CI caught a
+    snapshot's PATH.part left so). An OSError means the create itself failed: nothing of ours to remove."""
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        raise
+    except BaseException:
+        _unlink_quietly(path)
+        raise
+
+
+def write_new(path: str, data: bytes) -> None:
+    """A new file at ``path`` the engineer asked for (a patch to hand to talosctl): mode 0600, fsynced, never over
+    an existing file or through a link, and removed again if the write fails or is interrupted midway, so a
+    half-written patch never sits there looking whole. BadInput when it cannot be made."""
+    try:
+        fd = create_new(path)
+    except FileExistsError:
+        raise BadInput(f"{path} exists; choose a new file") from None
+    except OSError as e:
+        raise BadInput(f"{path}: {(e.strerror or str(e)).lower()}") from None
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException as e:
+        _unlink_quietly(path)
+        if isinstance(e, OSError):
+            raise BadInput(f"{path}: {(e.strerror or str(e)).lower()}; nothing was left there") from None
+        raise
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _locked_temp(directory: str, name: str, fcntl) -> tuple[str, int]:
     """A new temp file for ``name``, created and locked. A cleaner may take the lock in the instant between the
     create and our flock, and remove the file as stale: then it is no longer ours, and another name is tried."""
     for _ in range(8):
         tmp = os.path.join(directory, _temp_name(name))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        fd = create_new(tmp)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if _same_file(tmp, fd):
                 return tmp, fd
         except BaseException:
-            os.close(fd)
+            try:
+                if _same_file(tmp, fd):
+                    _unlink_quietly(tmp)  # interrupted before it held anything: not left for the next write
+            finally:
+                os.close(fd)
             raise
         os.close(fd)
     raise OSError(f"{directory}: could not keep a temp file for {name} (removed each time as it was made)")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from breakglass.core import textfile
 from breakglass.core.errors import BreakglassError
 
 NODE_KUBECONFIGS = {
@@ -140,7 +141,7 @@ def _connect_bytes(data: bytes, context, timeout: float):
     d = tempfile.mkdtemp(prefix="breakglass-kubeconfig-")
     path = os.path.join(d, "config")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = textfile.create_new(path)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         return kubeapi.connect(path, context, timeout)
