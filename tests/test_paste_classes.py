@@ -209,3 +209,54 @@ def test_a_k3s_node_password_refused_by_a_webhook_that_cannot_be_reached_is_like
     d = diagnose_text(line + "\n")
     assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "node-lease"), d.verdict
     assert "node-password" in d.verdict.explanation
+
+
+# --- how a paste is mangled on its way into a ticket: the same outage, whatever the wrapping or the spaces ---------
+
+_EVENT = ("  Warning  FailedCreate  11s (x14 over 52s)  replicaset-controller  Error creating: Internal error "
+          "occurred: " + _call("pods.acme.io", NO_ENDPOINTS))
+
+
+def _hard(text: str, width: int) -> str:
+    return "\n".join(text[i:i + width] for i in range(0, len(text), width))
+
+
+@pytest.mark.parametrize("width", [60, 72, 80, 100, 120, 132, 160])
+def test_an_event_hard_wrapped_at_any_terminal_width_is_the_same_outage(width):
+    """A terminal cuts every line at its width, mid-word, and the first physical line keeps kubectl's leading
+    columns: measured without them it looked shorter than the others, and the first cut got a space in it
+    (`Error creati ng`), so the controller's words were missed and the deadlock not called."""
+    d = diagnose_text(_hard(_EVENT, width) + "\n")
+    assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "self-dependency"), (width, d.verdict)
+    assert [f.webhook for f in d.findings] == ["pods.acme.io"], width
+
+
+def test_a_short_line_a_terminal_cut_off_is_joined_before_the_hit():
+    """A ticket's own wrap (`… occurred: ` then the call), cut again by a terminal, leaves a short line between
+    the controller's words and the line that names the webhook: joined on the same evidence as the rest."""
+    head, rest = _EVENT.split("failed calling", 1)
+    text = _hard(head, 80) + "\nfailed calling" + rest + "\n"
+    assert diagnose_text(text).verdict.state == "deadlock-likely"
+
+
+def test_a_soft_wrapped_paste_keeps_its_words_apart():
+    """An e-mail or a ticket's word wrap cuts at spaces and drops them: its lines' widths vary, and joining them
+    without the space ran words together (`failed tocall`, `noendpoints`)."""
+    import textwrap
+
+    wrapped = "\n".join(textwrap.wrap(_EVENT.strip(), 72, break_on_hyphens=False))
+    assert len(wrapped.splitlines()) > 2
+    d = diagnose_text(wrapped + "\n")
+    assert d.verdict.state == "deadlock-likely" and [f.webhook for f in d.findings] == ["pods.acme.io"], d.verdict
+    assert d.findings[0].cause == "no endpoints"
+
+
+@pytest.mark.parametrize("space", ["\u00a0", "\u202f", "\u2009"])
+def test_a_paste_out_of_a_web_page_with_typographic_spaces_reads_as_the_log(space):
+    """Chat clients and wiki pages turn a log's spaces into no-break or thin spaces: the klog header, the
+    record gate and every phrase with a space in it read them as spaces."""
+    line = ("E0412 08:00:00.000000       1 dispatcher.go:214] " + _call("pods.acme.io", NO_ENDPOINTS)).replace(" ", space)
+    plain = diagnose_text(line.replace(space, " ") + "\n")
+    d = diagnose_text("\ufeff" + line + "\n")
+    assert [f.webhook for f in d.findings] == [f.webhook for f in plain.findings] == ["pods.acme.io"], space
+    assert d.findings[0].cause == plain.findings[0].cause == "no endpoints"

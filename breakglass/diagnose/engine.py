@@ -157,7 +157,7 @@ def _records(raws) -> Iterable[tuple[bytes, int, int]]:
 
 def _parse(text: bytes, source: str, line: int, end_line: int, year: int) -> list:
     """The records one candidate holds: its physical lines split where nothing shows they were wrapped."""
-    s = text.decode("utf-8", "replace")
+    s = formats.plain_spaces(text.decode("utf-8", "replace"))
     if "\n" not in s:
         return [formats.parse_record(s, source, line, end_line, year)]
     lines = s.split("\n")

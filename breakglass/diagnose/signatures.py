@@ -66,7 +66,10 @@ GATE_PHRASES: tuple[str, ...] = (
     "apiserver is not healthy", "apiserver did not become", "is unhealthy", "version:v", ".svc:", ".svc/",
     "shutting down", "time allotted", "support dry run", "connect to webhook")
 _GATE_NEEDLES = tuple(p.replace(" ", "").encode() for p in GATE_PHRASES)
-_WHITESPACE = b" \t\n\r\f\v"  # what \s is in a bytes pattern
+# what \s is in a bytes pattern, and the two bytes of a no-break space (a paste out of a web page or a chat
+# client; the records are read with it as a space: formats.plain_spaces). Dropping them from other characters
+# too joins nothing ASCII a needle could match across.
+_WHITESPACE = b" \t\n\r\f\v\xc2\xa0"
 
 
 def record_gate(text: bytes) -> bool:

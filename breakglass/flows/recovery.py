@@ -410,7 +410,8 @@ def _guard_reading(run: Run, st: driver.RunState, etcd: EtcdTarget | None, ssh, 
         # every object this revert puts back was read from the run's backups, and none is a fail-closed webhook
         # (an admission policy binding, a configuration whose webhooks are all failurePolicy: Ignore): it re-arms
         # nothing a backend must answer for
-        verdict.nothing_armed = "no fail-closed webhook in what this revert puts back (read from the run's backups)"
+        verdict.nothing_armed = ("nothing this revert puts back refuses writes on its own: no fail-closed webhook, no "
+                                 "bound admission policy (read from the run's backups)")
         verdict.unchecked = ""
     if verdict.down and api is not None and not all(b.policy for b in verdict.down):
         verdict.heal = _heal_case(verdict, hooks, api)

@@ -1127,7 +1127,8 @@ def _check_backends(p: Prompter, a: planner.Access, run_id: str, state: str | No
     except BreakglassError as e:
         p.say(f"  could not check the backends yet ({e})")
         return
-    for line in verdict.lines() or ["no fail-closed webhook is re-armed by this run's revert"]:
+    nothing = "nothing this run's revert puts back refuses writes: no fail-closed webhook, no bound admission policy"
+    for line in verdict.lines() or [nothing]:
         p.say("  " + line)
 
 

@@ -66,6 +66,19 @@ _CURLY = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '
 _HTML_QUOTE = re.compile(r"&(?:quot|#34|#x22|apos|#39|#x27|amp|lt|gt);", re.I)
 
 
+# Spaces a web page or chat client puts in place of a log's own (no-break, thin, figure, ideographic) and the
+# invisible marks it adds (zero-width space, a byte-order mark): read as the log wrote them, a space and nothing.
+# Folded before anything else reads a record, or a klog header and every phrase with a space in it go unseen.
+_ODD_SPACES = {c: " " for c in (0x00A0, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000)}
+_ODD_SPACES.update({c: None for c in (0x200B, 0x2060, 0xFEFF)})
+_ODD_SPACE_RE = re.compile("[\u00a0\u2000-\u200b\u202f\u205f\u2060\u3000\ufeff]")
+
+
+def plain_spaces(text: str) -> str:
+    """``text`` with no-break, thin and other typographic spaces as plain spaces, zero-width marks removed."""
+    return text.translate(_ODD_SPACES) if _ODD_SPACE_RE.search(text) else text
+
+
 def normalise(text: str) -> str:
     """Fold the quoting variants copies of log lines pick up into plain double quotes."""
     text = text.translate(_CURLY)
@@ -296,12 +309,16 @@ TOO_DEEP_MESSAGE = "(a JSON record nested too deep to read: skipped)"
 _WRAP_GLYPH = ("\\", "\u21a9", "\u23ce")  # `\`, `↩`, `⏎`: a wrap drawn at the right edge
 
 
-def _join(lines: list[str]) -> str:
+def _join(lines: list[str], widths: list[int]) -> str:
     """Join the physical lines of one record.
 
     CRI partial lines join without a separator. Ticket wrapping is either hard (every
     line cut at the same width, mid-word) or soft (cut at spaces, which are lost):
-    lines as long as the longest are taken as hard-wrapped and joined directly.
+    lines as long as the longest are taken as hard-wrapped and joined directly. The widths
+    compared are the physical lines' (``widths``), not the pieces': the first piece has its
+    wrapper peeled off (a klog header, an event's leading columns), and measured without it, it
+    looked shorter than the width every line was cut at, so the first cut got a space in it
+    (`Error creati ng`).
     """
     if len(lines) == 1:
         return lines[0]
@@ -309,15 +326,26 @@ def _join(lines: list[str]) -> str:
         # every cut marked, as Emacs and some consoles draw a wrapped line (`…Failed call\` then `ing webhook`):
         # the mark is the screen's, not the log's, and left in it split the webhook's name
         lines = [x[:-1] for x in lines[:-1]] + lines[-1:]
-    widest = max(len(x) for x in lines[:-1])
-    same_width = len(lines) > 2 and len({len(x) for x in lines[:-1]}) == 1
+    widest = max(widths[:-1])
+    same_width = len(lines) > 2 and len(set(widths[:-1])) == 1
+    # A terminal or a hard-wrapping ticket cuts every line at one width, mid-word, keeping each space; a soft wrap
+    # (an e-mail, a ticket's word wrap) cuts at spaces and drops them, so its lines' widths vary. Where two cuts
+    # or more show no space on either side, their widths tell which: hard when the widest is shared by two of
+    # them, soft when it is not. (A cut with a space kept says nothing: both wraps leave those.)
+    bare = [w for prev, w, cur in zip(lines, widths, lines[1:])
+            if not prev.endswith((" ", "\t")) and not cur.startswith((" ", "\t"))]
+    soft = hard = False
+    if len(bare) > 1:
+        hard = bare.count(max(bare)) >= 2
+        soft = not hard
     out = [lines[0]]
-    for prev, cur in zip(lines, lines[1:]):
+    for prev, width, cur in zip(lines, widths, lines[1:]):
         if prev.endswith((" ", "\t")):
             out.append(cur.lstrip())
         elif cur.startswith((" ", "\t")):
             out.append(" " + cur.strip())
-        elif len(prev) >= WRAP_MIN and len(prev) == widest and (same_width or not prev.endswith((":", ",", ";", "."))):
+        elif not soft and width >= WRAP_MIN and width == widest and (
+                same_width or hard or not prev.endswith((":", ",", ";", "."))):
             out.append(cur)
         else:
             out.append(" " + cur)
@@ -333,21 +361,26 @@ def parse_record(text: str, source: str, line: int, end_line: int, year: int) ->
     pieces: list[str] = []
     first: _Peeled | None = None
     joined_partial = False
+    widths: list[int] = []  # each piece's physical line's width, for telling a hard wrap (_join)
     for pl in physical:
         pl = pl.rstrip("\r")
         peeled = _peel_outer(pl)
+        if joined_partial and first is not None:  # CRI P line: the rest follows directly
+            pieces[-1] += peeled.msg
+            widths[-1] += len(pl)
+            joined_partial = peeled.partial
+            continue
+        widths.append(len(pl))
         if first is None:
             first = peeled
             pieces.append(peeled.msg)
-        elif joined_partial:  # CRI P line: the rest follows directly
-            pieces[-1] += peeled.msg
         elif peeled.fmt:
             pieces.append(peeled.msg)
         else:  # a wrapped continuation keeps its text, minus ticket quoting
             pieces.append(_QUOTE_PREFIX.sub("", pl, count=1) if pl[:1] in ">|" else pl)
         joined_partial = peeled.partial
     assert first is not None
-    body = _join(pieces)
+    body = _join(pieces, widths)
 
     rec: dict = {"ts": first.ts, "node": first.node, "caller": None, "fmt": "+".join(first.fmt)}
     year_known = first.year_known

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from breakglass.logs.finder import Finder  # noqa: F401 - part of this module's interface
-from breakglass.logs.formats import WRAP_MIN
+from breakglass.logs.formats import WRAP_MIN, continues
 from breakglass.logs.newlines import count as _newlines
 from breakglass.logs.record import MAX_LINE
 
@@ -122,9 +122,14 @@ def _is_wrapped_pair(buf: bytes, ps: int, pe: int, cur: bytes) -> bool:
         return True
     if _KLOG_VALUE_LINE.match(cur) and (head[:1] == b"\t" or buf[max(ps, pe - 3):pe].rstrip(b"\r").endswith(b"=<")):
         return True  # inside a klog multi-line value, blank lines included
-    if not cur.strip() or not head.strip():
+    if not cur.strip() or not head.strip() or _RECORD_START.match(cur):
         return False
-    return pe - ps - (1 if buf[pe - 1:pe] == b"\r" else 0) >= WRAP_MIN and not _RECORD_START.match(cur)
+    if pe - ps - (1 if buf[pe - 1:pe] == b"\r" else 0) >= WRAP_MIN:
+        return True
+    # A short line can end where a paste was cut too (`…Error creati` / `ng: Internal error occurred: ` / `failed
+    # calling webhook …`, a terminal's wrap of a ticket's wrap): the same evidence the engine joins candidates on
+    # (formats.continues). A log's own lines each start a record, so this is reached only in pastes.
+    return continues(buf[ps:pe].decode("utf-8", "replace"), cur.decode("utf-8", "replace"))
 
 
 class Scanner:
