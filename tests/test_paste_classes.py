@@ -260,3 +260,16 @@ def test_a_paste_out_of_a_web_page_with_typographic_spaces_reads_as_the_log(spac
     d = diagnose_text("\ufeff" + line + "\n")
     assert [f.webhook for f in d.findings] == [f.webhook for f in plain.findings] == ["pods.acme.io"], space
     assert d.findings[0].cause == plain.findings[0].cause == "no endpoints"
+
+
+def test_a_phrase_a_wrap_cut_at_its_space_is_still_found_in_a_paste():
+    """The scanner looks for literal words; a wrap can cut a phrase at its space (`Failed to update` / `lock:`),
+    and nothing else on the lines named it. A paste (a megabyte or less) is searched for each phrase's words
+    too, and the line read whole; a log is not (its lines are whole)."""
+    line = ('E0312 14:57:20.000000       1 leaderelection.go:367] Failed to update lock: Put "https://10.0.0.1:6443/'
+            'apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler?timeout=5s": net/http: request '
+            'canceled (Client.Timeout exceeded while awaiting headers)')
+    assert diagnose_text(line + "\n").verdict.state == "deadlock-likely"
+    head, tail = line.split(" lock: ", 1)
+    cut = head + "\nlock: " + tail + "\n"
+    assert diagnose_text(cut).verdict.state == "deadlock-likely"

@@ -7,6 +7,7 @@ events become findings.
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import re
 import time
 from dataclasses import dataclass
@@ -38,6 +39,12 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
     warnings = warnings if warnings is not None else []
     year = opts.year or _dt.datetime.now(_dt.timezone.utc).year
     scanner = Scanner(signatures.ANCHORS, opts.engine)
+    pasted: list[Scanner] = []
+
+    def paste_scanner() -> Scanner:
+        if not pasted:
+            pasted.append(Scanner(signatures.PASTE_ANCHORS, opts.engine))
+        return pasted[0]
     gate = signatures.record_gate
     corr = None
 
@@ -63,7 +70,9 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
 
         def scan_part(chunks: Iterable[bytes], name: str = src.name) -> Iterator[list | parallel.End]:
             n = 0
-            for text, line, end_line in _records(scanner.records(chunks)):
+            chunks, small = _paste_or_log(chunks)
+            scan = paste_scanner() if small else scanner
+            for text, line, end_line in _records(scan.records(chunks)):
                 n += 1
                 if not gate(text):
                     continue
@@ -71,7 +80,7 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
                     evs = signatures.classify(rec)
                     if evs:
                         yield evs
-            yield parallel.End(n, scanner.lines, scanner.cuts, scanner.cut_count)
+            yield parallel.End(n, scan.lines, scan.cuts, scan.cut_count)
 
         try:
             split = parallel.plan(src, LOG_SAMPLE)
@@ -117,6 +126,21 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
                       candidates=candidates, matched=corr.matched, engine=scanner.engine,
                       seconds=round(time.perf_counter() - t0, 3), log_like=log_like, foreign=foreign)
     return Diagnosis(verdict=verdict, findings=found, remedies=remedies.options(found), stats=stats, notices=notices)
+
+
+PASTE_MAX = 1 << 20  # a source this small is a paste (a ticket's excerpt, a terminal's copy), not a log
+
+
+def _paste_or_log(chunks: Iterable[bytes]) -> tuple[Iterable[bytes], bool]:
+    """(the same chunks, whether they are a paste): all of it in one chunk of at most PASTE_MAX bytes."""
+    it = iter(chunks)
+    first = next(it, None)
+    if first is None:
+        return (), True
+    second = next(it, None)
+    if second is None:
+        return (first,), len(first) <= PASTE_MAX
+    return itertools.chain((first, second), it), False
 
 
 def _first_line(b: bytes) -> bytes:

@@ -54,6 +54,13 @@ ANCHORS: tuple[bytes, ...] = (
     b"Version: v",
 )
 
+# A paste is wrapped, and a wrap can cut a phrase anchor at one of its spaces (`Failed to update` / `lock: Put …`):
+# pastes (engine.PASTE_MAX and smaller) are searched for each phrase's longer words as well. The gate (which drops
+# whitespace, newlines included) and the signatures decide as for any candidate; only what is looked at grows,
+# and on a paste that is a few hundred lines.
+PASTE_ANCHORS: tuple[bytes, ...] = ANCHORS + tuple(sorted(
+    {w for a in ANCHORS if b" " in a for w in a.split() if len(w) >= 5} - set(ANCHORS)))
+
 # A second, cheaper gate on the bytes of each candidate: lines that merely mention a webhook (request logs for
 # /validatingwebhookconfigurations, say) stop here. Every signature's text holds one of these phrases, in any case,
 # with its words split by whitespace or run together as a wrapped paste leaves them (the signatures' ``\s*``).
