@@ -538,15 +538,10 @@ def _denied_target(before: str) -> str | None:
     return f'{t["verb2"]} an object'
 
 
-# An audit event as logs.formats renders it: `audit VERB RESOURCE "NAME" [namespace=NS] user=USER code=…`
-_AUDIT_USER = re.compile(r'audit\s\S*\s\S*\s"[^"]{0,253}"(?:\snamespace=\S{1,63})?\suser=(?P<user>\S{0,300})\s')
-
-
-def _boot_context(msg: str) -> tuple[bootstrap.BlockedObject | None, str | None]:
-    """The bootstrap object or hook a composite error line names, if any. An audit event says who wrote: an
-    object of a bootstrap kind written by anyone but the apiserver (a user's ClusterRole) is not its bootstrap."""
-    u = _AUDIT_USER.match(msg)
-    if u and u["user"] not in ("", "system:apiserver"):
+def _boot_context(msg: str, user: str | None) -> tuple[bootstrap.BlockedObject | None, str | None]:
+    """The bootstrap object or hook a composite error line names, if any. An audit event says who wrote (``user``):
+    an object of a bootstrap kind written by anyone but the apiserver (a user's ClusterRole) is not its bootstrap."""
+    if user not in (None, "", "system:apiserver"):
         return None, None
     m = HOOK_FATAL.search(msg)
     hook = m["hook"] if m else None
@@ -667,7 +662,7 @@ def classify(rec: LogRecord) -> list[Event]:
 
     # Tie webhook and policy events to the bootstrap object the same line names.
     if events:
-        obj, hook = _boot_context(msg)
+        obj, hook = _boot_context(msg, rec.user)
         for ev in events:
             if ev.kind in ("webhook-call", "webhook-denied", "policy-denied"):
                 ev.obj, ev.hook = obj, hook or (obj.hook if obj else None)

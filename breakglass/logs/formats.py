@@ -252,6 +252,7 @@ def _json_message(obj: dict, rec: dict) -> str:
             res += "." + ref["apiGroup"]
         where = f" namespace={ref['namespace']}" if ref.get("namespace") else ""
         user = (obj.get("user") or {}).get("username", "")
+        rec["user"] = user if isinstance(user, str) else ""
         ts = obj.get("stageTimestamp") or obj.get("requestReceivedTimestamp")
         if isinstance(ts, str):
             rec["ts"] = parse_iso(ts)
@@ -400,6 +401,7 @@ def parse_record(text: str, source: str, line: int, end_line: int, year: int) ->
             if inner_rec.get("ts") is not None:
                 rec["ts"], year_known = inner_rec["ts"], True
             rec["caller"] = inner_rec.get("caller")
+            rec["user"] = inner_rec.get("user")
             rec["node"] = rec["node"] or inner_rec.get("node")
             rec["fmt"] = "+".join(filter(None, [rec["fmt"], inner_rec.get("fmt")]))
             if obj.get("level") in ("error", "warning", "warn", "info"):
@@ -427,5 +429,5 @@ def parse_record(text: str, source: str, line: int, end_line: int, year: int) ->
     return LogRecord(
         source=source, line=line, end_line=end_line, raw=text, message=normalise(body),
         level=level, ts=rec["ts"], year_known=year_known, caller=rec["caller"], node=rec["node"],
-        fmt=rec["fmt"] or "text",
+        fmt=rec["fmt"] or "text", user=rec.get("user"),
     )

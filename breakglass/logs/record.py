@@ -27,6 +27,7 @@ class LogRecord:
     caller: str | None = None  # "dispatcher.go:217", or "mutating/dispatcher.go:180" in JSON logs
     node: str | None = None  # talosctl / kubectl / journald host prefix
     fmt: str = "text"
+    user: str | None = None  # who made the request, where the line says (an audit event's user.username)
 
     @property
     def location(self) -> str:
