@@ -273,3 +273,16 @@ def test_a_phrase_a_wrap_cut_at_its_space_is_still_found_in_a_paste():
     head, tail = line.split(" lock: ", 1)
     cut = head + "\nlock: " + tail + "\n"
     assert diagnose_text(cut).verdict.state == "deadlock-likely"
+
+
+def test_a_webhook_on_pod_bindings_that_cannot_be_reached_stops_every_new_pod_likely_a_deadlock():
+    """The scheduler binds each new pod with one write (pods/binding, `running Bind plugin "DefaultBinder"`): a
+    fail-closed webhook on it that cannot answer leaves every new pod unscheduled, its own backend's replacement
+    pods and the system pods included. A webhook that answers and denies a binding is a notice, not that cycle."""
+    row = '  Warning  FailedScheduling  12s (x9 over 3m)  default-scheduler  running Bind plugin "DefaultBinder": '
+    d = diagnose_text(row + "Internal error occurred: " + _call("binding.acme.io", NO_ENDPOINTS, path="bind") + "\n")
+    assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "self-dependency"), d.verdict
+    assert "pod bindings" in d.findings[0].explanation
+    assert any("scheduler" in step and "binding" in step for step in d.findings[0].cycle), d.findings[0].cycle
+    denied = diagnose_text(row + 'admission webhook "binding.acme.io" denied the request: node pool is frozen\n')
+    assert denied.verdict.state not in ("deadlocked", "deadlock-likely"), denied.verdict

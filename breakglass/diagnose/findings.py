@@ -137,6 +137,9 @@ def self_dependency(requests: dict[tuple, int], service: str | None) -> str | No
     svc_ns, _, svc_name = (service or "").partition("/")
     stem = _stem(svc_name) if svc_name else ""
     for (ns, kind, name), _n in sorted(requests.items(), key=lambda kv: -kv[1]):
+        if kind == "Binding":  # every new pod is bound by the scheduler through this one write
+            return ("pod bindings: the scheduler puts every new pod on a node through them, its backend's own "
+                    "replacement pods and the system pods included")
         if kind not in POD_CREATORS:
             continue
         what = f"{kind} {ns + '/' if ns else ''}{name}" if name else f"{kind} pods" + (f" in {ns}" if ns else "")
@@ -161,6 +164,8 @@ def _request_text(r: tuple) -> str:
     ns, kind, name = r
     if kind == "Controller":
         return "pods a controller creates" + (f" in {ns}" if ns else "")
+    if kind == "Binding":
+        return "pod bindings (the scheduler)"
     return " ".join(x for x in (kind or "request", f"{ns}/{name}" if ns and name else name or (f"in {ns}" if ns else None))
                     if x)
 
@@ -253,7 +258,8 @@ def node_write(a: _Acc) -> str | None:
 
 _OWNER_RESOURCE = {"ReplicaSet": "pods", "DaemonSet": "pods", "Job": "pods", "StatefulSet": "pods",
                    "Deployment": "replicasets", "Pod": "pods", "Controller": "pods", "Lease": "leases", "Node": "nodes",
-                   "EndpointSlice": "endpointslices", "Endpoints": "endpoints"}
+                   "EndpointSlice": "endpointslices", "Endpoints": "endpoints", "Binding": "pods"}
+_OWNER_SUBRESOURCE = {"Binding": "binding"}
 
 
 def model_needs(requests, service: str | None) -> list[heal.Write]:
@@ -265,8 +271,9 @@ def model_needs(requests, service: str | None) -> list[heal.Write]:
         res = _OWNER_RESOURCE.get(kind or "")
         if not res:
             continue
+        sub = _OWNER_SUBRESOURCE.get(kind or "", "")
         for w in heal.for_version(None):
-            if w.resource != res or w.subresource:
+            if w.resource != res or w.subresource != sub:
                 continue
             if ns is None or not w.namespaces or ns in w.where(backend_ns):
                 out.append(w)

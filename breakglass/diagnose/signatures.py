@@ -371,7 +371,7 @@ _OBJ_IN_TEXT = Guarded(re.compile(r"(?P<res>servicecidrs|ipaddresses|namespaces|
 # Only the text before the webhook's own message is read: the webhook's URL path is not the request.
 _OWNER_KINDS = {"replicaset": "ReplicaSet", "daemonset": "DaemonSet", "statefulset": "StatefulSet", "job": "Job",
                 "deployment": "Deployment", "pod": "Pod", "pods": "Pod", "leases": "Lease", "lease": "Lease",
-                "nodes": "Node", "node": "Node"}
+                "nodes": "Node", "node": "Node", "bind": "Binding"}
 _CALLER_KIND = (("replica_set", "ReplicaSet"), ("daemon_controller", "DaemonSet"), ("stateful_set", "StatefulSet"),
                 ("job_controller", "Job"), ("kubelet_node_status", "Node"), ("leaderelection", "Lease"))
 _REQUEST = (
@@ -388,6 +388,9 @@ _REQUEST = (
                r'(?P<kind>replicaset|daemonset|statefulset|job)(?:\.apps|\.batch)?/(?P<name>[\w.-]{1,253})'),
     # a controller's sync error: sync "ns/name" failed with … (kind from the caller's file)
     re.compile(r'[Ss]ync(?:ing)?\s*\\?"(?P<ns>[a-z0-9-]{1,63})/(?P<name>[^"\\/]{1,253})\\?"\s*failed'),
+    # the scheduler's Bind (`running Bind plugin "DefaultBinder": …`, a FailedScheduling event): pods/binding, the
+    # write that puts every new pod on a node
+    re.compile(r'running\s*(?P<kind>Bind)\s*plugin'),
     # kubectl describe's events: `replicaset-controller  Error creating: …`
     re.compile(r'(?P<kind>replicaset|daemonset|statefulset|job)-controller\s+Error\s*creating'),
     re.compile(r'create\s*Pod\s*(?P<name>[\w.-]{1,253})\s*in\s*(?P<kind>StatefulSet)\s'),

@@ -330,15 +330,14 @@ def _join(lines: list[str], widths: list[int]) -> str:
     widest = max(widths[:-1])
     same_width = len(lines) > 2 and len(set(widths[:-1])) == 1
     # A terminal or a hard-wrapping ticket cuts every line at one width, mid-word, keeping each space; a soft wrap
-    # (an e-mail, a ticket's word wrap) cuts at spaces and drops them, so its lines' widths vary. Where two cuts
-    # or more show no space on either side, their widths tell which: hard when the widest is shared by two of
-    # them, soft when it is not. (A cut with a space kept says nothing: both wraps leave those.)
+    # (an e-mail, a ticket's word wrap) cuts at spaces and drops them, so its lines' widths vary. Where cuts show
+    # no space on either side, their widths tell which: hard when the widest is shared by two of them, soft when
+    # three or more are not. (A cut with a space kept says nothing: both wraps leave those.)
     bare = [w for prev, w, cur in zip(lines, widths, lines[1:])
             if not prev.endswith((" ", "\t")) and not cur.startswith((" ", "\t"))]
-    soft = hard = False
-    if len(bare) > 1:
-        hard = bare.count(max(bare)) >= 2
-        soft = not hard
+    hard = len(bare) > 1 and bare.count(max(bare)) >= 2
+    # two cuts of different widths may be a terminal's cut and a line that really ended there: soft takes three
+    soft = len(bare) > 2 and not hard
     out = [lines[0]]
     for prev, width, cur in zip(lines, widths, lines[1:]):
         if prev.endswith((" ", "\t")):
