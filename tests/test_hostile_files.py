@@ -247,8 +247,14 @@ def test_an_interrupted_snapshot_never_sits_at_its_name(etcd_clean, tmp_path):
         time.sleep(0.005)
     proc.send_signal(signal.SIGTERM)
     proc.wait(30)
-    assert not out.exists()  # never a truncated file at the final path
-    assert not os.path.exists(str(out) + ".part") or proc.returncode != 130
+    assert not os.path.exists(str(out) + ".part")  # interrupted or not, the part file never stays
+    if proc.returncode == 0:
+        # on a loaded machine this process may not run again until the snapshot is done: then it is whole
+        assert out.stat().st_size > 20000 * 2048
+        out.unlink()
+    else:
+        assert proc.returncode == 130, proc.stderr.read()
+        assert not out.exists()  # exit 130 means no snapshot at PATH, never a truncated or unannounced one
     # a retry is not refused, and ends with a whole snapshot
     p = run_cli("etcd", "snapshot", str(out), "--etcd-endpoints", etcd_clean.endpoint)
     assert p.returncode == 0, p.stderr

@@ -120,3 +120,25 @@ def test_a_patch_file_interrupted_or_cut_short_is_not_left_looking_whole(tmp_pat
     assert out.read_bytes() == b"whole\n" and (out.stat().st_mode & 0o777) == 0o600
     with pytest.raises(BadInput, match="exists; choose a new file"):
         textfile.write_new(str(out), b"again\n")
+
+
+def test_a_snapshot_interrupted_after_it_took_its_name_takes_it_back(tmp_path, monkeypatch):
+    """Exit 130 means no snapshot at PATH: an interrupt that lands between the link and the part's removal takes
+    the whole file back too (an interrupted run that left one would be refused on retry as 'exists')."""
+    etcd = Etcd(EtcdSettings(endpoints=("127.0.0.1:9",)), (b"/registry/validatingwebhookconfigurations/",))
+    monkeypatch.setattr(Etcd, "snapshot", lambda self, out, progress=None: (out.write(b"x" * 64), (64, "ab"))[1])
+    real_unlink = os.unlink
+    calls = []
+
+    def interrupted_unlink(path, *a, **k):
+        calls.append(os.fspath(path))
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # as the link returns and the part's removal starts
+        return real_unlink(path, *a, **k)
+
+    monkeypatch.setattr(os, "unlink", interrupted_unlink)
+    out = tmp_path / "snap.db"
+    with pytest.raises(KeyboardInterrupt):
+        etcd.save_snapshot(str(out))
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)

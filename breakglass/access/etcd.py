@@ -371,18 +371,23 @@ class Etcd:
         except OSError as e:
             raise BadInput(f"snapshot {part}: {(e.strerror or str(e)).lower()}",
                            hint="choose a path in an existing directory you can write") from None
+        linked = False
         try:
             with os.fdopen(fd, "wb", buffering=1 << 20) as out:
                 size, digest = self.snapshot(out, progress)
                 out.flush()
                 os.fsync(out.fileno())
             os.link(part, path)  # never over a file that appeared meanwhile
+            linked = True
             os.unlink(part)
         except BaseException:
-            try:
-                os.unlink(part)  # a partial snapshot must not pass for a good one
-            except OSError:
-                pass
+            for done in ([part, path] if linked else [part]):
+                try:
+                    # a partial snapshot must not pass for a good one; and an interrupt that lands after the link
+                    # takes the whole one back too, so exit 130 always means no snapshot at PATH
+                    os.unlink(done)
+                except OSError:
+                    pass
             raise
         # sha256 of the database as etcd computed it and as checked against its trailer
         return {"path": os.path.abspath(path), "size": size, "sha256": digest}

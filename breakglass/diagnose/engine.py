@@ -67,11 +67,11 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
     t0 = time.perf_counter()
     for src in srcs:
         counted = _Counting(None, src.name, opts.progress)
+        paste = [False]  # the whole source is a paste (PASTE_MAX or less): known before any part is scanned
 
         def scan_part(chunks: Iterable[bytes], name: str = src.name) -> Iterator[list | parallel.End]:
             n = 0
-            chunks, small = _paste_or_log(chunks)
-            scan = paste_scanner() if small else scanner
+            scan = paste_scanner() if paste[0] else scanner
             for text, line, end_line in _records(scan.records(chunks)):
                 n += 1
                 if not gate(text):
@@ -86,11 +86,13 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
             split = parallel.plan(src, LOG_SAMPLE)
             if split is not None:
                 counted.head = split.head
+                paste[0] = split.ranges[-1][1] <= PASTE_MAX
                 items = parallel.run(split, scan_part, counted.progress_only, start_correlating)
             else:
                 start_correlating()
                 counted.chunks = sources.read_chunks(src)
-                items = scan_part(counted)
+                chunks, paste[0] = _paste_or_log(counted)
+                items = scan_part(chunks)
             for item in items:
                 if isinstance(item, parallel.End):
                     candidates += item.candidates
