@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from breakglass.core.capability import load
 from breakglass.core import textfile
+from breakglass.core.capability import load
 from breakglass.core.errors import BadInput, Unreachable
 
 PAGE = 500
@@ -381,13 +381,11 @@ class Etcd:
             linked = True
             os.unlink(part)
         except BaseException:
-            for done in ([part, path] if linked else [part]):
-                try:
-                    # a partial snapshot must not pass for a good one; and an interrupt that lands after the link
-                    # takes the whole one back too, so exit 130 always means no snapshot at PATH
-                    os.unlink(done)
-                except OSError:
-                    pass
+            # a partial snapshot must not pass for a good one; and an interrupt that lands after the link takes the
+            # whole one back too, so exit 130 always means no snapshot at PATH
+            textfile.remove_quietly(part)
+            if linked:
+                textfile.remove_quietly(path)
             raise
         # sha256 of the database as etcd computed it and as checked against its trailer
         return {"path": os.path.abspath(path), "size": size, "sha256": digest}

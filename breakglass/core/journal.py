@@ -437,10 +437,7 @@ class Run:
             raise
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    n = os.write(fd, view)
-                    view = view[n:]
+                textfile.write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)

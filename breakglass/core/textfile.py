@@ -50,9 +50,7 @@ def write_atomic(path: str, data: bytes, like: os.stat_result | None = None, mod
     remove_stale_temps(path)
     tmp, fd = _locked_temp(directory, os.path.basename(path), fcntl)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, data)
         os.fsync(fd)
         if like is not None:
             if os.geteuid() == 0:
@@ -103,7 +101,7 @@ def create_new(path: str, flags: int = os.O_WRONLY) -> int:
     except OSError:
         raise
     except BaseException:
-        _unlink_quietly(path)
+        remove_quietly(path)
         raise
 
 
@@ -119,20 +117,26 @@ def write_new(path: str, data: bytes) -> None:
         raise BadInput(f"{path}: {(e.strerror or str(e)).lower()}") from None
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
     except BaseException as e:
-        _unlink_quietly(path)
+        remove_quietly(path)
         if isinstance(e, OSError):
             raise BadInput(f"{path}: {(e.strerror or str(e)).lower()}; nothing was left there") from None
         raise
 
 
-def _unlink_quietly(path: str) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (os.write may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def remove_quietly(path: str) -> None:
+    """Remove a file of ours that must not stay (a partial write); one already gone is fine."""
     try:
         os.unlink(path)
     except OSError:
@@ -152,7 +156,7 @@ def _locked_temp(directory: str, name: str, fcntl) -> tuple[str, int]:
         except BaseException:
             try:
                 if _same_file(tmp, fd):
-                    _unlink_quietly(tmp)  # interrupted before it held anything: not left for the next write
+                    remove_quietly(tmp)  # interrupted before it held anything: not left for the next write
             finally:
                 os.close(fd)
             raise

@@ -39,12 +39,7 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
     warnings = warnings if warnings is not None else []
     year = opts.year or _dt.datetime.now(_dt.timezone.utc).year
     scanner = Scanner(signatures.ANCHORS, opts.engine)
-    pasted: list[Scanner] = []
-
-    def paste_scanner() -> Scanner:
-        if not pasted:
-            pasted.append(Scanner(signatures.PASTE_ANCHORS, opts.engine))
-        return pasted[0]
+    paste_scanner: Scanner | None = None  # built for the first paste (a second Hyperscan database, about 5 ms)
     gate = signatures.record_gate
     corr = None
 
@@ -67,11 +62,10 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
     t0 = time.perf_counter()
     for src in srcs:
         counted = _Counting(None, src.name, opts.progress)
-        paste = [False]  # the whole source is a paste (PASTE_MAX or less): known before any part is scanned
+        scan = scanner  # or paste_scanner: chosen for the whole source before any part of it is scanned
 
         def scan_part(chunks: Iterable[bytes], name: str = src.name) -> Iterator[list | parallel.End]:
             n = 0
-            scan = paste_scanner() if paste[0] else scanner
             for text, line, end_line in _records(scan.records(chunks)):
                 n += 1
                 if not gate(text):
@@ -86,12 +80,17 @@ def diagnose_sources(srcs: list[sources.LogSource], opts: Options | None = None,
             split = parallel.plan(src, LOG_SAMPLE)
             if split is not None:
                 counted.head = split.head
-                paste[0] = split.ranges[-1][1] <= PASTE_MAX
-                items = parallel.run(split, scan_part, counted.progress_only, start_correlating)
+                pasted = split.ranges[-1][1] <= PASTE_MAX
             else:
                 start_correlating()
                 counted.chunks = sources.read_chunks(src)
-                chunks, paste[0] = _paste_or_log(counted)
+                chunks, pasted = _paste_or_log(counted)
+            if pasted:
+                paste_scanner = paste_scanner or Scanner(signatures.PASTE_ANCHORS, opts.engine)
+                scan = paste_scanner
+            if split is not None:
+                items = parallel.run(split, scan_part, counted.progress_only, start_correlating)
+            else:
                 items = scan_part(chunks)
             for item in items:
                 if isinstance(item, parallel.End):

@@ -258,8 +258,7 @@ def node_write(a: _Acc) -> str | None:
 
 _OWNER_RESOURCE = {"ReplicaSet": "pods", "DaemonSet": "pods", "Job": "pods", "StatefulSet": "pods",
                    "Deployment": "replicasets", "Pod": "pods", "Controller": "pods", "Lease": "leases", "Node": "nodes",
-                   "EndpointSlice": "endpointslices", "Endpoints": "endpoints", "Binding": "pods"}
-_OWNER_SUBRESOURCE = {"Binding": "binding"}
+                   "EndpointSlice": "endpointslices", "Endpoints": "endpoints", "Binding": "pods/binding"}
 
 
 def model_needs(requests, service: str | None) -> list[heal.Write]:
@@ -268,10 +267,9 @@ def model_needs(requests, service: str | None) -> list[heal.Write]:
     backend_ns = (service or "").partition("/")[0] or None
     out: list[heal.Write] = []
     for (ns, kind, _name) in requests:
-        res = _OWNER_RESOURCE.get(kind or "")
+        res, _, sub = _OWNER_RESOURCE.get(kind or "", "").partition("/")
         if not res:
             continue
-        sub = _OWNER_SUBRESOURCE.get(kind or "", "")
         for w in heal.for_version(None):
             if w.resource != res or w.subresource != sub:
                 continue

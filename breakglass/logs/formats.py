@@ -71,7 +71,7 @@ _HTML_QUOTE = re.compile(r"&(?:quot|#34|#x22|apos|#39|#x27|amp|lt|gt);", re.I)
 # Folded before anything else reads a record, or a klog header and every phrase with a space in it go unseen.
 _ODD_SPACES = {c: " " for c in (0x00A0, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000)}
 _ODD_SPACES.update({c: None for c in (0x200B, 0x2060, 0xFEFF)})
-_ODD_SPACE_RE = re.compile("[\u00a0\u2000-\u200b\u202f\u205f\u2060\u3000\ufeff]")
+_ODD_SPACE_RE = re.compile("[" + "".join(map(chr, _ODD_SPACES)) + "]")
 
 
 def plain_spaces(text: str) -> str:
