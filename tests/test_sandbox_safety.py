@@ -243,10 +243,16 @@ def test_what_a_killed_up_left_is_named_by_status_stopped_by_the_next_up_and_by_
     up = _up_in_background(d, "--apiserver", binary)
     try:
         _wait_for("the kubelet stand-in starts", lambda: _kubelet_started(d) or up.poll() is not None, 300)
+        assert up.poll() is None, up.stderr.read().decode()[-2000:]  # up failed before starting the stand-in
         up.kill()  # no chance to clean up
         up.wait()
-        left = _wait_for("the stand-in starts its apiserver",
-                         lambda: [c for _, c in _mentioning(d) if c.startswith(binary.encode())])
+        try:
+            left = _wait_for("the stand-in starts its apiserver",
+                             lambda: [c for _, c in _mentioning(d) if c.startswith(binary.encode())])
+        except AssertionError as e:  # say what the stand-in said (CI saw this once, on a loaded machine)
+            said = [open(os.path.join(d, f), errors="replace").read()[-1500:] for f in ("kubelet.log", "kubelet.json")
+                    if os.path.exists(os.path.join(d, f))]
+            raise AssertionError(f"{e}; stand-in alive: {bool(_kubelet_started(d))}; {said}") from None
         assert left
         st = json.loads(run_cli("sandbox", "status", "--dir", d, "-o", "json").stdout)["result"]
         assert {"kubelet", "apiserver"} <= {p["name"] for p in st["processes"]}, st
