@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from breakglass.sandbox import procs
 from tests.conftest import ROOT, run_cli
 
 OTHER = 65534
@@ -214,7 +215,11 @@ def _up_in_background(d: str, *extra: str) -> subprocess.Popen:
 
 
 def _kubelet_started(d: str):
-    return [pid for pid, cmd in _mentioning(d) if b"breakglass.sandbox.kubelet" in cmd]
+    """The stand-in once it runs: not while procs' gate (``/bin/sh -c 'read ...'``, whose command line names it
+    too) still waits for ``up`` to record it. An ``up`` killed in that window leaves a gate that reads end-of-file
+    and exits by design, so a test that kills ``up`` must wait for the stand-in itself."""
+    return [pid for pid, cmd in _mentioning(d)
+            if b"breakglass.sandbox.kubelet" in cmd and cmd.split(b"\0")[0] != procs._GATE[0].encode()]
 
 
 def test_sigterm_during_up_with_an_apiserver_stops_everything_it_started(tmp_path):
@@ -384,3 +389,18 @@ def test_down_gives_a_draining_process_the_second_sigterm_not_the_whole_grace_pe
     assert procs.stop(d, ("drainer",), seconds=300)
     assert proc.wait(10) == 0  # its own exit on the second signal, not SIGKILL (-9)
     assert said.read_text() == "2"
+
+
+@pytest.mark.parametrize("said", [b"", b"go\n"])
+def test_the_spawn_gate_runs_its_program_only_once_up_has_recorded_it(tmp_path, said):
+    """``procs.spawn`` starts each program behind a gate and says "go" only after the record is written. An ``up``
+    SIGKILLed in between closes the pipe unwritten: the gate must read end-of-file and exit without running the
+    program, so no process runs that nobody recorded (and a killed up's test must not mistake the gate for it)."""
+    mark = tmp_path / "ran"
+    r, w = os.pipe()
+    gate = subprocess.Popen([*procs._GATE, "/bin/sh", "-c", f"echo yes > {mark}"], stdin=r)
+    os.close(r)
+    os.write(w, said)
+    os.close(w)  # what the kernel does for an up that was killed
+    assert gate.wait(timeout=30) == (0 if said else 1)
+    assert mark.exists() == bool(said)
