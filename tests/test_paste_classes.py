@@ -286,3 +286,47 @@ def test_a_webhook_on_pod_bindings_that_cannot_be_reached_stops_every_new_pod_li
     assert any("scheduler" in step and "binding" in step for step in d.findings[0].cycle), d.findings[0].cycle
     denied = diagnose_text(row + 'admission webhook "binding.acme.io" denied the request: node pool is frozen\n')
     assert denied.verdict.state not in ("deadlocked", "deadlock-likely"), denied.verdict
+
+
+# --- what tools put before each line of a paste --------------------------------------------------------------------
+
+_TWO = ['Error from server (InternalError): error when creating "hooks.yaml": Internal error occurred: '
+        + _call("pods.acme.io", NO_ENDPOINTS),
+        "E0412 08:00:01.000000       1 dispatcher.go:214] " + _call("other.acme.io", "dial tcp 10.0.3.7:443: "
+                                                                     "connect: connection refused", svc="other")]
+
+
+@pytest.mark.parametrize("number", [
+    lambda i: f"{i + 1:6d}\t",  # cat -n, nl
+    lambda i: f"{i + 1:7d} ",  # less -N
+    lambda i: f"{i * 40 + 1012}:",  # grep -n: increasing, not consecutive
+    lambda i: f"{i + 1:3d} \u2502 ",  # a pager's or an editor's rule (bat)
+    lambda i: f"{i + 1} | ",
+])
+def test_a_line_numbered_paste_reads_as_the_same_lines(number):
+    """Line numbers in front of every line (grep -n, cat -n, less -N, an editor's gutter) left no line starting a
+    record: the two lines were read as one wrapped record, and the klog header of the second hid the first."""
+    plain = diagnose_text("\n".join(_TWO) + "\n")
+    d = diagnose_text("\n".join(number(i) + line for i, line in enumerate(_TWO)) + "\n")
+    assert sorted(f.webhook for f in d.findings) == sorted(f.webhook for f in plain.findings) \
+        == ["other.acme.io", "pods.acme.io"], [f.webhook for f in d.findings]
+    assert d.verdict.state == plain.verdict.state
+
+
+def test_an_event_row_behind_line_numbers_or_a_timestamp_keeps_its_namespace():
+    """`kubectl get events -A`'s row names the namespace before its age; behind a line number or a timestamp the
+    row was not recognised, and the pods refused were no longer seen to be the webhook's own."""
+    row = ("acme   4m   Warning   FailedCreate   replicaset/acme-hooks-5d9c   Error creating: Internal error occurred: "
+           + _call("pods.acme.io", NO_ENDPOINTS))
+    for prefix in ("", "2026-05-01T10:00:00.123456789Z ", "    12  "):
+        d = diagnose_text(prefix + row + "\n")
+        assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "self-dependency"), (prefix, d.verdict)
+        assert "pods in acme, the namespace its own backend" in d.findings[0].explanation, prefix
+
+
+def test_a_controller_message_behind_kubectl_logs_timestamps_is_still_the_controllers():
+    """`kubectl logs --timestamps` puts an RFC 3339 time before the line. Read as a syslog header, the
+    controller's `Error creating:` was taken for a host and a program name and dropped."""
+    d = diagnose_text("2026-05-01T10:00:00.123456789Z Error creating: Internal error occurred: "
+                      + _call("pods.acme.io", NO_ENDPOINTS) + "\n")
+    assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "self-dependency"), d.verdict

@@ -15,7 +15,7 @@ from typing import BinaryIO, Callable, Iterable, Iterator
 
 from breakglass.diagnose import parallel, signatures
 from breakglass.diagnose.model import EVIDENCE_HEAD, EVIDENCE_TAIL, Diagnosis, ScanStats
-from breakglass.logs import formats, sources
+from breakglass.logs import formats, gutter, sources
 from breakglass.logs.scanner import Scanner, cut_warning
 
 
@@ -133,14 +133,17 @@ PASTE_MAX = 1 << 20  # a source this small is a paste (a ticket's excerpt, a ter
 
 
 def _paste_or_log(chunks: Iterable[bytes]) -> tuple[Iterable[bytes], bool]:
-    """(the same chunks, whether they are a paste): all of it in one chunk of at most PASTE_MAX bytes."""
+    """(the chunks, whether they are a paste): a paste is all of it in one chunk of at most PASTE_MAX bytes, and
+    is given without the line numbers its tool may have put in front (logs.gutter); a log is given as it is."""
     it = iter(chunks)
     first = next(it, None)
     if first is None:
         return (), True
     second = next(it, None)
+    if second is None and len(first) <= PASTE_MAX:
+        return (gutter.strip(first),), True
     if second is None:
-        return (first,), len(first) <= PASTE_MAX
+        return (first,), False
     return itertools.chain((first, second), it), False
 
 

@@ -382,9 +382,15 @@ _REQUEST = (
     # an audit event (formats: `audit VERB RESOURCE[.group] "name" namespace=NS`)
     re.compile(r'^audit\s+\w+\s+(?P<kind>[a-z0-9-]{1,63})(?:\.[\w.-]{0,253})?\s+"(?P<name>[^"\s]{0,253})"?'
                r'(?:\s+namespace=(?P<ns>[a-z0-9-]{1,63}))?'),
-    # kubectl get events [-A]: [NS] AGE TYPE FailedCreate replicaset/NAME …
-    re.compile(r'(?:^|\n)[\s>`*-]*(?:(?P<ns>[a-z0-9][a-z0-9-]{0,62})\s+)?(?:<unknown>|\d+[smhd][\w()]*)\s+'
+    # kubectl get events [-A] / kubectl events: [NS] AGE TYPE FailedCreate replicaset/NAME …, the row as printed or
+    # behind whatever a paste put before it (line numbers, a timestamp, a tool's columns); NS, a DNS label, has a
+    # letter, so a line number before AGE is not taken for one
+    re.compile(r'(?:^|(?<=[\s>`*|-]))(?:(?P<ns>(?=[a-z0-9-]{0,62}[a-z])[a-z0-9][a-z0-9-]{0,62})\s+)?'
+               r'(?:<unknown>|\d+[smhd][\w()]*)\s+'
                r'(?:\S+\s+){0,3}?(?:Warning|Normal)\s+FailedCreate\s+(?:\S+\s+){0,2}?'
+               r'(?P<kind>replicaset|daemonset|statefulset|job)(?:\.apps|\.batch)?/(?P<name>[\w.-]{1,253})'),
+    # the same row without its AGE (a console's or a dashboard's copy): TYPE FailedCreate replicaset/NAME …
+    re.compile(r'\b(?:Warning|Normal)\s+FailedCreate\s+(?:\S+\s+){0,2}?'
                r'(?P<kind>replicaset|daemonset|statefulset|job)(?:\.apps|\.batch)?/(?P<name>[\w.-]{1,253})'),
     # a controller's sync error: sync "ns/name" failed with … (kind from the caller's file)
     re.compile(r'[Ss]ync(?:ing)?\s*\\?"(?P<ns>[a-z0-9-]{1,63})/(?P<name>[^"\\/]{1,253})\\?"\s*failed'),

@@ -32,9 +32,13 @@ _CRI = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\
                   r"(?P<stream>stdout|stderr) (?P<tag>[PF])(?: (?P<msg>.*))?$")
 # kubectl logs --timestamps / CloudWatch exports: an RFC 3339 stamp, then the line itself.
 _TS_PREFIX = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) (?=[IWEF]\d{4} |\{)")
+# A syslog host is a node's host name, which Kubernetes keeps lowercase (RFC 1123). A capitalised word in its
+# place is the start of a sentence behind a bare timestamp (`2026-05-01T10:00:00Z Error creating: …` from kubectl
+# logs --timestamps), and its first words are the message, not a host and a program.
+_HOST = r"(?P<host>(?![A-Z][a-z]+ )\S+)"
 _SYSLOG = re.compile(r"^(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? "
-                     r"(?P<host>\S+) (?P<ident>[^\s:\[]+)(?:\[\d+\])?: (?P<msg>.*)$")
-_SYSLOG_ISO = re.compile(r"^(?P<ts>" + _ISO + r") (?P<host>\S+) (?P<ident>[^\s:\[]+)(?:\[\d+\])?: (?P<msg>.*)$")
+                     + _HOST + r" (?P<ident>[^\s:\[]+)(?:\[\d+\])?: (?P<msg>.*)$")
+_SYSLOG_ISO = re.compile(r"^(?P<ts>" + _ISO + r") " + _HOST + r" (?P<ident>[^\s:\[]+)(?:\[\d+\])?: (?P<msg>.*)$")
 _KLOG = re.compile(r"(?P<level>[IWEF])(?P<month>\d\d)(?P<day>\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) +"
                    r"(?P<pid>\d+) (?P<caller>[^\s\]]+)\] ?(?P<msg>.*)$", re.S)
 # The same header anywhere in a line's first columns, behind a prefix nothing above recognises
