@@ -330,3 +330,18 @@ def test_a_controller_message_behind_kubectl_logs_timestamps_is_still_the_contro
     d = diagnose_text("2026-05-01T10:00:00.123456789Z Error creating: Internal error occurred: "
                       + _call("pods.acme.io", NO_ENDPOINTS) + "\n")
     assert (d.verdict.state, d.verdict.family) == ("deadlock-likely", "self-dependency"), d.verdict
+
+
+def test_stern_s_pod_and_container_before_each_line_keep_the_lines_apart_and_the_json_read():
+    """stern prints `pod container ` before every line. Each line then began with a lower-case word, which is
+    what a wrapped continuation begins with, so the lines were joined into one record; and a JSON log behind the
+    prefix was not read as JSON."""
+    pre = "kube-apiserver-cp1 kube-apiserver "
+    d = diagnose_text("".join(pre + x + "\n" for x in ("```", "Failed calling webhook, failing open", "```")))
+    assert d.verdict.state == "leaking", d.verdict
+    record = json.dumps({"level": "error", "ts": "2026-05-01T10:00:00Z", "logger": "setup", "msg": "failed to create",
+                         "error": "Internal error occurred: " + _call("pods.acme.io", NO_ENDPOINTS)})
+    for text in (record, "acme-hooks-5d9c-x2x manager " + record):
+        f = diagnose_text(text + "\n").findings
+        assert [x.webhook for x in f] == ["pods.acme.io"] and f[0].cause == "no endpoints", text[:40]
+        assert f[0].first_seen and f[0].first_seen.startswith("2026-05-01"), f[0].first_seen  # the JSON's own time

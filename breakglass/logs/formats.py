@@ -46,6 +46,9 @@ _KLOG = re.compile(r"(?P<level>[IWEF])(?P<month>\d\d)(?P<day>\d\d) (?P<time>\d\d
 _KLOG_HEAD = re.compile(r"(?P<level>[IWEF])(?P<month>\d\d)(?P<day>\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) +"
                         r"(?P<pid>\d+) (?P<caller>[^\s\]]+)\] ?")
 PREFIX_COLUMNS = 400  # how far into a line a klog header may start
+# Up to three name-like words before a JSON record: the pod and container stern (and kubetail without brackets)
+# prints before each line of a webhook pod's JSON log. A klog header has four words before its message.
+_TOOL_PREFIX = re.compile(r'(?:[\w.\-/\[\]@]{1,253}[ \t]+){1,3}(?=\{")')
 _JOURNAL_EXPORT = re.compile(r"^(?:MESSAGE|__REALTIME_TIMESTAMP|_HOSTNAME)=")
 _CRI_PARTIAL = re.compile(r"^(?:\S+: )?\d{4}-\d\d-\d\dT\S+ (?:stdout|stderr) P(?: |$)")
 
@@ -117,6 +120,10 @@ _CONT_HEAD = re.compile(r"[a-z\"'/:.,;)\]}_=?&%\u201d\u2019]|-(?!\s)")  # `- ` i
 _OWN_START = re.compile(r"\d{4}/\d\d/\d\d[ T]\d\d:\d\d|\d\d:\d\d:\d\d\b|\d+[smhd](?:\d+[smh])?\s|Traceback \(")
 
 
+# A line's first two words: a wrap continues the text, it does not begin with the words the line above began with.
+_LEAD = re.compile(r"[^\s]{1,253}[ \t]+[^\s]{1,253}[ \t]+")
+
+
 def _unquoted(line: str) -> str:
     return _QUOTE_PREFIX.sub("", line, count=1) if line[:1] in " \t>|" else line
 
@@ -143,6 +150,9 @@ def continues(prev: str, cur: str, before: str | None = None) -> bool:
         return c.startswith(" >") or not (RECORD_START.match(stripped) or _OWN_START.match(stripped))
     if RECORD_START.match(c) or _OWN_START.match(c):
         return False
+    lead = _LEAD.match(c)
+    if lead and p.startswith(lead.group(0)):
+        return False  # the same first words as the line above: a tool's prefix on each record (stern), or a table's rows
     if p.endswith((" ", "\t", "=<")):
         return True
     tail = p.rstrip()
@@ -390,6 +400,9 @@ def parse_record(text: str, source: str, line: int, end_line: int, year: int) ->
     year_known = first.year_known
     level = None
     stripped = body.lstrip()
+    tool = _TOOL_PREFIX.match(stripped) if not stripped.startswith("{") else None
+    if tool:  # stern's `pod container {…}`: the JSON is the record, as it is without the prefix
+        stripped = stripped[tool.end():]
     if stripped.startswith("{"):
         try:
             obj = loads(stripped)
