@@ -345,3 +345,27 @@ def test_stern_s_pod_and_container_before_each_line_keep_the_lines_apart_and_the
         f = diagnose_text(text + "\n").findings
         assert [x.webhook for x in f] == ["pods.acme.io"] and f[0].cause == "no endpoints", text[:40]
         assert f[0].first_seen and f[0].first_seen.startswith("2026-05-01"), f[0].first_seen  # the JSON's own time
+
+
+def test_a_soft_wrap_that_broke_a_long_url_and_cut_twice_keeps_every_word():
+    """An e-mail's or a ticket's word wrap cuts at spaces, but a word longer than the width (a URL) only inside
+    it: that cut lost no space, and a space put there split the Service's name. With only two cuts at spaces,
+    they were taken for a terminal's (`failed tocall`) unless the narrower one stopped because its next word
+    would not fit. A continuation that begins with a JSON escape (`\\"https://…`) was not known as one."""
+    import textwrap
+
+    line = ('"failed to annotate node" err="Internal error occurred: ' + _call("nodes.acme.io", NO_ENDPOINTS,
+                                                                              svc="acme-hooks-webhook-service")
+            .replace('"', '\\"') + '"')
+    # (at 72 and 80, two of this text's lines happen to end at one width: read as a terminal's cut, which the
+    # widths alone cannot tell apart; measured, reading them as soft cost more terminal wraps than it won)
+    for width in (60, 90, 100):
+        wrapped = "\n".join(textwrap.wrap(line, width, break_on_hyphens=False))
+        d = diagnose_text(wrapped + "\n")
+        assert [f.webhook for f in d.findings] == ["nodes.acme.io"], width
+        assert d.findings[0].service == "acme/acme-hooks-webhook-service", (width, d.findings[0].service)
+        assert d.findings[0].cause == "no endpoints", width
+    url = "Error creating: Internal error occurred: " + _call("pods.acme.io", "dial tcp 10.0.3.7:443: connect: "
+                                                          "connection refused", svc="acme-hooks-webhook-service")
+    d = diagnose_text("\n".join(textwrap.wrap(url, 72, break_on_hyphens=False)) + "\n")
+    assert d.findings[0].service == "acme/acme-hooks-webhook-service" and d.verdict.state == "deadlock-likely"

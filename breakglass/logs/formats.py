@@ -113,7 +113,7 @@ def starts_record(line: str) -> bool:
 # What a wrapped continuation may begin with: a lower-case letter or punctuation that cannot start a log line
 # (a closing quote, a path, the rest of an address). A line beginning with a capital or a digit starts anew unless
 # something else shows the line before it was cut.
-_CONT_HEAD = re.compile(r"[a-z\"'/:.,;)\]}_=?&%\u201d\u2019]|-(?!\s)")  # `- ` is a list item, not a cut
+_CONT_HEAD = re.compile(r"[a-z\"'/:.,;)\]}_=?&%\\\u201d\u2019]|-(?!\s)")  # `- ` is a list item, not a cut
 # Line starts that are records of their own although RECORD_START does not know them: Go's log package
 # (`2023/10/18 20:28:36 http: TLS handshake error …`), a bare time (`02:19:14 …`), kubectl's event ages
 # (`4m52s   Warning …`), Python's traceback header.
@@ -347,11 +347,16 @@ def _join(lines: list[str], widths: list[int]) -> str:
     # (an e-mail, a ticket's word wrap) cuts at spaces and drops them, so its lines' widths vary. Where cuts show
     # no space on either side, their widths tell which: hard when the widest is shared by two of them, soft when
     # three or more are not. (A cut with a space kept says nothing: both wraps leave those.)
-    bare = [w for prev, w, cur in zip(lines, widths, lines[1:])
-            if not prev.endswith((" ", "\t")) and not cur.startswith((" ", "\t"))]
-    hard = len(bare) > 1 and bare.count(max(bare)) >= 2
-    # two cuts of different widths may be a terminal's cut and a line that really ended there: soft takes three
-    soft = len(bare) > 2 and not hard
+    bare_cuts = [(w, cur) for prev, w, cur in zip(lines, widths, lines[1:])
+                 if not prev.endswith((" ", "\t")) and not cur.startswith((" ", "\t"))]
+    bare = [w for w, _cur in bare_cuts]
+    top = max(bare, default=0)
+    hard = len(bare) > 1 and bare.count(top) >= 2
+    # Two cuts of different widths may be a terminal's cut and a line that really ended there: soft takes three,
+    # or two where the narrower stopped only because its next word would not fit in the wider one's width (what a
+    # soft wrap does; measured, letting that outweigh two cuts at one width cost more terminal wraps than it won)
+    narrower = [w + 1 + len(cur.split(None, 1)[0]) > top for w, cur in bare_cuts if w < top]
+    soft = not hard and (len(bare) > 2 or (len(bare) == 2 and bool(narrower) and all(narrower)))
     out = [lines[0]]
     for prev, width, cur in zip(lines, widths, lines[1:]):
         if prev.endswith((" ", "\t")):
@@ -360,6 +365,9 @@ def _join(lines: list[str], widths: list[int]) -> str:
             out.append(" " + cur.strip())
         elif not soft and width >= WRAP_MIN and width == widest and (
                 same_width or hard or not prev.endswith((":", ",", ";", "."))):
+            out.append(cur)
+        elif soft and width == widest and len(prev.rsplit(None, 1)[-1]) + len(cur.split(None, 1)[0]) > widest:
+            # a word longer than the width (a URL), which a soft wrap can only break inside: no space was lost there
             out.append(cur)
         else:
             out.append(" " + cur)
