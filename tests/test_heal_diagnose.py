@@ -209,6 +209,13 @@ def test_a_bad_webhooks_file_is_one_line_and_exit_2(tmp_path):
 
 @pytest.fixture(scope="module", params=versions_params(VERSIONS))
 def real(request, tmp_path_factory):
+    """A real kube-apiserver of each built version, shared by the module's end-to-end scenarios (they only add
+    webhooks and objects of their own names; none restarts it).
+
+    Cost: about 5 s per version on a warm machine. On a fresh one, the versions built `later` (1.35-1.37) wait
+    here for the background build (scripts/gobuild.sh --later-in-background), which is why this setup led the
+    slowest list of a cold run at 650-720 s each: that wait is the build's time, not this fixture's, and the
+    tests of the other modules ran meanwhile."""
     from breakglass.sandbox import apiserver as launcher
     from tests.real_apiserver_session import RealApiserver
 

@@ -42,7 +42,12 @@ def _journald(log: bytes, version: str) -> bytes:
                         # time) on each version between: CI's 90 minutes
                         if f == "text-v2" or v in (APISERVERS[0][0], APISERVERS[-1][0])])
 def started(request, tmp_path_factory):
-    """(version, log bytes) of a fresh start and a restart on the same etcd, nothing else done."""
+    """(version, log bytes) of a fresh start and a restart on the same etcd, nothing else done.
+
+    Cost: two real starts of kube-apiserver and the 2 s after each that a node staying up would log, about 25 s
+    per (version, format) on a warm machine, once per module. Only -v=2 text runs on every version, the other
+    formats on the oldest and newest (the decorator). On a fresh machine the `later` versions also wait here for
+    the background build."""
     from breakglass.sandbox import apiserver as launcher
     from tests.real_apiserver_session import RealApiserver
 

@@ -30,6 +30,12 @@ SEED_VERSIONS = ["1.34", "1.35", "1.36", "1.37"]
 
 @pytest.mark.parametrize("minor", versions_params(SEED_VERSIONS))
 def test_the_seed_deadlocks_and_diagnose_names_webhook_configuration_and_object(real_sandbox, minor):
+    """The Talos seed on each minor that creates the default ServiceCIDR at start: the real apiserver stays
+    unready on the webhook, and diagnose names the webhook, its configuration and the object it refused.
+
+    Cost: one real sandbox per minor (etcd, the first boot, the kubelet stand-in's restart into the deadlock), about
+    25 s each warm; a sandbox each because each minor's deadlock is its own. On a fresh machine the `later`
+    minors wait for the background build first."""
     ver, binary = binary_for(minor)
     sb = real_sandbox(binary)
     st = sb.wait(ready=False, failing=HOOK)

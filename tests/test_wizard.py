@@ -132,7 +132,11 @@ def test_waiting_for_readyz_shows_progress_and_the_failing_hooks():
 
 @later_build  # it counts the built apiservers the wizard lists: after the background build
 def test_the_real_wizard_in_a_pseudo_terminal(state):
-    """questionary on a real pty: diagnosis, the options, the typed confirmation, the revert."""
+    """questionary on a real pty: diagnosis, the options, the typed confirmation, the revert.
+
+    Cost: a few seconds of prompts once the background build has ended; it waits for that build first
+    (builds_settled: the wizard lists every built kube-apiserver, and the test counts what the wizard sees), so on
+    a fresh machine its time is mostly the build's. It runs last for that reason (later_build)."""
     builds_settled()
     import pexpect
     env = {**os.environ, "BREAKGLASS_STATE_DIR": state, "TERM": "xterm", "COLUMNS": "200", "LINES": "50"}
